@@ -1,0 +1,378 @@
+"""Every setting of anyfill as pydantic models.
+
+Unknown keys are errors (``extra="forbid"``) so a typo never silently does nothing.
+The same models validate the TOML file, environment overrides and the settings panel.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AnyHttpUrl,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
+
+SCHEMA_VERSION = 1
+
+BackendType = Literal[
+    "llamacpp",
+    "ollama",
+    "openai-completions",
+    "mistral-fim",
+    "openai-chat",
+    "anthropic",
+    "gemini",
+]
+
+BACKEND_TYPES: tuple[str, ...] = BackendType.__args__  # type: ignore[attr-defined]
+
+#: Environment variable read for a backend's key when the keyring has none.
+DEFAULT_KEY_ENV: dict[str, str] = {
+    "mistral-fim": "MISTRAL_API_KEY",
+    "openai-chat": "OPENAI_API_KEY",
+    "openai-completions": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+}
+
+#: Backend types that cannot work without a key (local servers usually need none).
+KEY_REQUIRED_TYPES = frozenset({"mistral-fim", "openai-chat", "anthropic", "gemini"})
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_HOTKEY_PART = re.compile(r"^(<[a-z0-9_]+>|.)$")
+
+_HTTP_URL: TypeAdapter[AnyHttpUrl] = TypeAdapter(AnyHttpUrl)
+
+
+class Section(BaseModel):
+    """Base of every config table: unknown keys are errors, assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+
+class Timeouts(Section):
+    connect_s: float = Field(3.0, gt=0, description="TCP/TLS connect timeout.")
+    first_token_s: float = Field(
+        10.0, gt=0, description="Give up when no text arrived this long after sending."
+    )
+    total_s: float = Field(30.0, gt=0, description="Upper bound for one whole completion.")
+
+
+class Limits(Section):
+    """Client-side rate limits; 0 means unlimited."""
+
+    requests_per_minute: int = Field(0, ge=0)
+    tokens_per_minute: int = Field(0, ge=0)
+    max_concurrent: int = Field(2, ge=1, le=256)
+
+
+class Price(Section):
+    """Price in the user's currency per million tokens, for the cost shown in the tray."""
+
+    input_per_mtok: float = Field(0.0, ge=0)
+    output_per_mtok: float = Field(0.0, ge=0)
+
+
+class BackendConfig(Section):
+    name: str = Field(description="How routing and the CLI refer to this backend.")
+    type: BackendType
+    url: str = Field(description="Base URL of the server, e.g. http://127.0.0.1:8080.")
+    model: str = Field("", description="Model name sent to the server (empty: server default).")
+    template: str = Field(
+        "auto",
+        description="FIM template for raw-prompt servers: a family name, or 'auto' (by model).",
+    )
+    key_env: str = Field(
+        "", description="Environment variable holding the API key (fallback after the keyring)."
+    )
+    enabled: bool = True
+    max_tokens: int = Field(128, ge=1, le=32768)
+    temperature: float = Field(0.1, ge=0, le=2)
+    stop: list[str] = Field(default_factory=list, description="Extra stop strings.")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Extra request fields passed to the server verbatim."
+    )
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers.")
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    limits: Limits = Field(default_factory=Limits)
+    price: Price = Field(default_factory=Price)
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(
+                "use letters, digits, '-', '_' or '.', starting with a letter or digit"
+            )
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        _HTTP_URL.validate_python(value)
+        return value.rstrip("/")
+
+    @property
+    def api_key_env(self) -> str:
+        """The environment variable consulted for this backend's key."""
+        return self.key_env or DEFAULT_KEY_ENV.get(self.type, "")
+
+    @property
+    def needs_key(self) -> bool:
+        return self.type in KEY_REQUIRED_TYPES
+
+
+class RoutingConfig(Section):
+    default: list[str] = Field(
+        default_factory=lambda: ["llamacpp", "ollama"],
+        description="Backends tried in order for a completion.",
+    )
+    fallback: bool = Field(True, description="Try the next backend when one fails.")
+    hedge_after_ms: int = Field(
+        0, ge=0, description="Start the next backend too when no first token came by then (0: off)."
+    )
+
+
+def _check_hotkey(value: str) -> str:
+    parts = value.lower().split("+")
+    if not value or any(not _HOTKEY_PART.match(part) for part in parts):
+        raise ValueError(
+            f"{value!r} is not a hotkey; write it like '<ctrl>+<alt>+<space>' or '<ctrl>+<shift>+f'"
+        )
+    return value.lower()
+
+
+Hotkey = Annotated[str, Field(min_length=1)]
+
+
+class HotkeysConfig(Section):
+    complete: Hotkey = "<ctrl>+<alt>+<space>"
+    preview: Hotkey = "<ctrl>+<alt>+<enter>"
+    cancel: Hotkey = "<ctrl>+<alt>+<backspace>"
+    modifier_release_timeout_ms: int = Field(
+        1500, ge=0, le=10000, description="How long to wait for the user to let go of the keys."
+    )
+
+    @field_validator("complete", "preview", "cancel")
+    @classmethod
+    def _valid(cls, value: str) -> str:
+        return _check_hotkey(value)
+
+
+CaptureStrategy = Literal["accessibility", "keyboard", "clipboard"]
+
+
+class CaptureConfig(Section):
+    strategies: list[CaptureStrategy] = Field(
+        default_factory=lambda: list[CaptureStrategy](["accessibility", "keyboard"]),
+        description="Tried in order until one answers.",
+    )
+    scope: Literal["document", "line"] = Field(
+        "document",
+        description="Keyboard capture selects to the document edges (robust) or line edges.",
+    )
+    max_prefix_chars: int = Field(4000, ge=0)
+    max_suffix_chars: int = Field(1000, ge=0)
+    copy_timeout_ms: int = Field(250, ge=10, le=5000)
+    empty_timeout_ms: int = Field(
+        60, ge=5, le=5000, description="How long to wait before deciding nothing was selected."
+    )
+    cursor_marker: str = Field("<|cursor|>", min_length=1)
+
+
+InsertMode = Literal["paste", "type", "preview"]
+
+
+class AppRule(Section):
+    """Settings for applications whose window class or process name matches ``match``."""
+
+    match: str = Field(description="Regular expression matched against WM_CLASS or process name.")
+    disabled: bool = False
+    mode: InsertMode | None = None
+    capture: list[CaptureStrategy] | None = None
+    paste_keys: str | None = None
+    copy_keys: str | None = None
+
+    @field_validator("match")
+    @classmethod
+    def _regex(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from exc
+        return value
+
+    @field_validator("paste_keys", "copy_keys")
+    @classmethod
+    def _keys(cls, value: str | None) -> str | None:
+        return None if value is None else _check_hotkey(value)
+
+
+def _default_app_rules() -> list[AppRule]:
+    terminals = (
+        r"(?i)^(xterm|uxterm|urxvt|gnome-terminal.*|konsole|xfce4-terminal|alacritty|kitty|"
+        r"tilix|terminator|wezterm.*|foot|st-256color|lxterminal|mate-terminal|qterminal)$"
+    )
+    secrets = r"(?i)(keepassxc?|1password|bitwarden|pinentry.*|seahorse|kwalletmanager.*)"
+    return [
+        AppRule(
+            match=terminals,
+            capture=["clipboard"],
+            paste_keys="<ctrl>+<shift>+v",
+            copy_keys="<ctrl>+<shift>+c",
+        ),
+        AppRule(match=secrets, disabled=True),
+    ]
+
+
+class InsertConfig(Section):
+    mode: InsertMode = "paste"
+    type_max_chars: int = Field(
+        0,
+        ge=0,
+        description="Type (instead of paste) ASCII completions up to this length (0: never).",
+    )
+    restore_clipboard: bool = True
+    paste_keys: str = "<ctrl>+v"
+    copy_keys: str = "<ctrl>+c"
+    restore_timeout_ms: int = Field(
+        1500, ge=50, le=10000, description="Restore the clipboard at the latest after this long."
+    )
+    apps: list[AppRule] = Field(default_factory=_default_app_rules)
+
+    @field_validator("paste_keys", "copy_keys")
+    @classmethod
+    def _keys(cls, value: str) -> str:
+        return _check_hotkey(value)
+
+
+class CompletionConfig(Section):
+    single_line: Literal["auto", "always", "never"] = Field(
+        "auto", description="'auto': one line when text follows the caret on its line."
+    )
+    max_prefix_chars: int = Field(4000, ge=1)
+    max_suffix_chars: int = Field(1000, ge=0)
+
+
+class UiConfig(Section):
+    tray: bool = True
+    notifications: bool = True
+    preview_font_size: int = Field(11, ge=6, le=48)
+    history_size: int = Field(50, ge=0, le=1000)
+
+
+def _node_name() -> str:
+    cleaned = re.sub(r"[/+#\s]", "-", socket.gethostname()) or "anyfill"
+    return cleaned[:64]
+
+
+class MqttConfig(Section):
+    enabled: bool = False
+    url: str = Field("mqtt://127.0.0.1:1883", description="mqtt:// or mqtts:// broker URL.")
+    node: str = Field(default_factory=_node_name)
+    username: str = ""
+    password_key: str = Field(
+        "", description="Keyring entry holding the broker password (service 'anyfill')."
+    )
+    client_id: str = ""
+    worker_pool: str = Field("", description="Pool name: send requests to shared workers.")
+    allow_remote_insert: bool = Field(
+        False, description="Let broker requests type into this desktop (needs authentication)."
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _scheme(cls, value: str) -> str:
+        if not re.match(r"^(mqtts?|wss?)://[^/\s]+", value):
+            raise ValueError("expected mqtt://host[:port] or mqtts://host[:port]")
+        return value
+
+    @field_validator("node")
+    @classmethod
+    def _node(cls, value: str) -> str:
+        if not value or any(ch in value for ch in "/+#"):
+            raise ValueError("a node name is non-empty and has no '/', '+' or '#'")
+        return value
+
+
+class LoggingConfig(Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    file: bool = True
+    max_bytes: int = Field(1_000_000, ge=10_000)
+    backups: int = Field(3, ge=0, le=50)
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+
+class PrivacyConfig(Section):
+    log_text: bool = Field(False, description="Write captured text and completions to the log.")
+    mqtt_text: bool = Field(False, description="Include captured text in MQTT events.")
+
+
+def _default_backends() -> list[BackendConfig]:
+    return [
+        BackendConfig(name="llamacpp", type="llamacpp", url="http://127.0.0.1:8080"),
+        BackendConfig(
+            name="ollama",
+            type="ollama",
+            url="http://127.0.0.1:11434",
+            model="qwen2.5-coder:1.5b-base",
+        ),
+    ]
+
+
+class Settings(Section):
+    """The whole configuration file."""
+
+    schema_version: int = Field(SCHEMA_VERSION, ge=1)
+    backends: list[BackendConfig] = Field(default_factory=_default_backends)
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
+    hotkeys: HotkeysConfig = Field(default_factory=HotkeysConfig)
+    capture: CaptureConfig = Field(default_factory=CaptureConfig)
+    insert: InsertConfig = Field(default_factory=InsertConfig)
+    completion: CompletionConfig = Field(default_factory=CompletionConfig)
+    ui: UiConfig = Field(default_factory=UiConfig)
+    mqtt: MqttConfig = Field(default_factory=MqttConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        if value > SCHEMA_VERSION:
+            raise ValueError(
+                f"this file is for a newer anyfill (schema {value}); this one reads up to "
+                f"{SCHEMA_VERSION}: upgrade anyfill"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _routing_names_exist(self) -> Settings:
+        names = [backend.name for backend in self.backends]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"backend names must be unique; repeated: {', '.join(duplicates)}")
+        unknown = [name for name in self.routing.default if name not in names]
+        if unknown:
+            raise ValueError(
+                f"routing.default names unknown backend(s) {', '.join(unknown)}; "
+                f"defined: {', '.join(names) or 'none'}"
+            )
+        return self
+
+    def backend(self, name: str) -> BackendConfig:
+        for backend in self.backends:
+            if backend.name == name:
+                return backend
+        raise KeyError(name)

@@ -1,0 +1,129 @@
+"""The contract every backend implements.
+
+A backend turns a :class:`FimPrompt` (prefix, suffix, limits) into text chunks from one
+wire API. It decides how to ask: the server's native FIM field, a model template sent as a
+raw prompt, or a chat prompt. Scheduling, rate limits, fallback and post-processing live
+outside; a backend only speaks its protocol and maps failures to ``anyfill.daemon.errors``.
+
+Cancellation: when the consumer stops iterating (``aclose()`` or task cancellation) the
+backend closes its HTTP/1.1 response at once; that closes the socket, which is the only
+signal that makes llama.cpp, Ollama and vLLM stop generating.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal, Protocol
+
+import httpx
+from anyfill.config.model import BackendConfig
+
+PromptMode = Literal["native", "template", "chat"]
+
+
+@dataclass(frozen=True)
+class FimPrompt:
+    """One fill-in-the-middle question."""
+
+    prefix: str
+    suffix: str
+    max_tokens: int = 128
+    temperature: float = 0.1
+    stop: tuple[str, ...] = ()
+    single_line: bool = False
+    language: str = ""
+    filename: str = ""
+    extra: tuple[tuple[str, str], ...] = ()
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    native_suffix: bool = False
+    """The server takes prefix and suffix itself (``/infill``, ``suffix`` field, FIM API)."""
+    raw_prompt: bool = False
+    """The server completes a raw prompt, so a model template can be applied client-side."""
+    chat_only: bool = False
+    """Only a chat API: infill through an instruction prompt."""
+    prompt_list: bool = False
+    """One request may carry several prompts (batching)."""
+    streaming: bool = True
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a backend will ask for one prompt: what post-processing needs to know."""
+
+    mode: PromptMode
+    template: str = ""
+    """Template family name when ``mode == 'template'`` (or the server's, when known)."""
+    stop: tuple[str, ...] = ()
+    """Stop strings in force (template stops + the user's); the cleaner cuts at them too."""
+    note: str = ""
+    """Why this plan was chosen, when it was a fallback (e.g. '/infill answered 501')."""
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class StreamObserver(Protocol):
+    """Receives what the scheduler needs from a response besides its text."""
+
+    def on_response(self, status: int, headers: Mapping[str, str]) -> None:
+        """Called once the status line and headers arrived (rate-limit headers live here)."""
+
+    def on_usage(self, usage: Usage) -> None:
+        """Called when the server reports token usage."""
+
+    def on_plan(self, plan: Plan) -> None:
+        """Called once the backend decided how to ask."""
+
+
+@dataclass
+class BatchResult:
+    """One prompt's answer inside a batched request."""
+
+    text: str = ""
+    error: Exception | None = None
+    usage: Usage = field(default_factory=Usage)
+
+
+class Backend(abc.ABC):
+    """Base of every backend type; subclasses register under ``type_name``."""
+
+    type_name: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+
+    def __init__(
+        self, config: BackendConfig, client: httpx.AsyncClient, api_key: str | None = None
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.api_key = api_key
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @abc.abstractmethod
+    def stream(
+        self, prompt: FimPrompt, observer: StreamObserver | None = None
+    ) -> AsyncIterator[str]:
+        """Yield the raw text of the answer in chunks, as the server sends it."""
+
+    async def complete_batch(
+        self, prompts: Sequence[FimPrompt], observer: StreamObserver | None = None
+    ) -> list[BatchResult]:
+        """Answer several prompts in one request; only where ``capabilities.prompt_list``."""
+        from anyfill.daemon.errors import UnsupportedFeature
+
+        raise UnsupportedFeature(self.name, f"backend '{self.name}' cannot batch prompts")
+
+    @abc.abstractmethod
+    async def health(self) -> None:
+        """Raise a BackendError when the server cannot serve now (for ``anyfill doctor``)."""

@@ -1,0 +1,235 @@
+"""The ``anyfill`` command line.
+
+Only click and the standard library are imported at module level: ``anyfill --help`` and
+``anyfill version`` must answer without loading Qt, pynput or httpx.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from anyfill.config.model import Settings
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_CONFIG = 2
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class CliState:
+    config_path: Path | None
+    debug: bool
+
+    def resolved_config_path(self) -> Path:
+        from anyfill.config.store import default_config_path
+
+        return self.config_path or default_config_path()
+
+    def settings(self) -> Settings:
+        from anyfill.config.store import load_settings
+
+        return load_settings(self.config_path)
+
+
+pass_state = click.make_pass_decorator(CliState)
+
+
+def version_string() -> str:
+    try:
+        return metadata.version("anyfill")
+    except metadata.PackageNotFoundError:  # running from a tree that was never installed
+        return "0+unknown"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="ANYFILL_CONFIG",
+    help="Configuration file (default: the user config dir; env ANYFILL_CONFIG).",
+)
+@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
+@click.pass_context
+def cli(ctx: click.Context, config_path: Path | None, debug: bool) -> None:
+    """anyfill: fill-in-the-middle completion at the caret of any application."""
+    ctx.obj = CliState(config_path=config_path, debug=debug)
+
+
+@cli.command()
+def version() -> None:
+    """Print the version."""
+    click.echo(f"anyfill {version_string()}")
+
+
+@cli.command()
+@click.option("--headless", is_flag=True, help="Run without the tray icon.")
+@pass_state
+def run(state: CliState, headless: bool) -> None:
+    """Run the daemon: hotkeys, capture, completion and insertion (and the tray)."""
+    from anyfill.daemon.app import run_daemon
+
+    settings = state.settings()
+    run_daemon(settings, headless=headless, debug=state.debug)
+
+
+def _not_yet(command: str, issue: str) -> NoReturn:
+    raise click.ClickException(f"'anyfill {command}' is not yet available (tracked in {issue})")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def complete() -> None:
+    """Complete a document holding a cursor marker (not yet available)."""
+    _not_yet("complete", "issue #3")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def doctor() -> None:
+    """Check the set-up: config, backends, display, keyring (not yet available)."""
+    _not_yet("doctor", "a later issue")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def worker() -> None:
+    """Serve completions to a team over MQTT (not yet available)."""
+    _not_yet("worker", "the MQTT issue")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def bench() -> None:
+    """Measure the request path against a loopback stub (not yet available)."""
+    _not_yet("bench", "issue #5")
+
+
+@cli.command(
+    name="eval", context_settings={"ignore_unknown_options": True, "allow_extra_args": True}
+)
+def eval_() -> None:
+    """Score completions on an infilling benchmark (not yet available)."""
+    _not_yet("eval", "the evaluation issue")
+
+
+@cli.group()
+def config() -> None:
+    """Show, create and check the configuration file."""
+
+
+@config.command("path")
+@pass_state
+def config_path(state: CliState) -> None:
+    """Print the configuration file's path."""
+    click.echo(str(state.resolved_config_path()))
+
+
+@config.command("init")
+@click.option("--force", is_flag=True, help="Replace an existing file.")
+@pass_state
+def config_init(state: CliState, force: bool) -> None:
+    """Write a commented default configuration file."""
+    from anyfill.config.store import write_default_config
+
+    path = write_default_config(state.resolved_config_path(), force=force)
+    click.echo(f"wrote {path}")
+
+
+@config.command("show")
+@click.option("--changed", is_flag=True, help="Only keys that differ from the defaults.")
+@pass_state
+def config_show(state: CliState, changed: bool) -> None:
+    """Print the effective configuration (file + environment) as TOML."""
+    import tomlkit
+
+    settings = state.settings()
+    data = settings.model_dump(mode="json", exclude_defaults=changed)
+    click.echo(tomlkit.dumps(data), nl=False)
+
+
+@config.command("validate")
+@pass_state
+def config_validate(state: CliState) -> None:
+    """Check the configuration file; exits 2 and names each problem's line and key."""
+    from anyfill.config.store import load_settings
+
+    path = state.resolved_config_path()
+    load_settings(path, missing_ok=False)
+    click.echo(f"{path}: ok")
+
+
+@config.command("set-key")
+@click.argument("backend")
+@click.option(
+    "--stdin", "from_stdin", is_flag=True, help="Read the key from standard input (for scripts)."
+)
+@pass_state
+def config_set_key(state: CliState, backend: str, from_stdin: bool) -> None:
+    """Store BACKEND's API key in the system keyring."""
+    from anyfill.config.secrets import store_api_key
+
+    settings = state.settings()
+    names = [b.name for b in settings.backends]
+    if backend not in names:
+        raise click.BadParameter(
+            f"no backend named '{backend}' (configured: {', '.join(names) or 'none'})",
+            param_hint="BACKEND",
+        )
+    key = (
+        sys.stdin.readline().strip()
+        if from_stdin
+        else click.prompt(f"API key for {backend}", hide_input=True)
+    )
+    store_api_key(backend, key)
+    click.echo(f"stored the key for '{backend}' in the system keyring")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: one clear line on error, a traceback only with --debug."""
+    from anyfill.daemon.errors import AnyfillError, ConfigError
+
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        cli.main(args=argv, prog_name="anyfill", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("anyfill: aborted", err=True)
+        return EXIT_FAILURE
+    except click.ClickException as exc:
+        exc.show()
+        return EXIT_CONFIG if isinstance(exc, click.UsageError) else EXIT_FAILURE
+    except ConfigError as exc:
+        _report(exc, debug)
+        return EXIT_CONFIG
+    except AnyfillError as exc:
+        _report(exc, debug)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return 130
+    return EXIT_OK
+
+
+def _report(exc: BaseException, debug: bool) -> None:
+    from anyfill.config.store import InvalidConfig
+
+    if debug:
+        import traceback
+
+        traceback.print_exception(exc)
+    if isinstance(exc, InvalidConfig):
+        path = exc.path or "<config>"
+        click.echo(f"anyfill: error: {path}: invalid configuration", err=True)
+        for problem in exc.problems:
+            click.echo(f"  {problem.render(path)}", err=True)
+    else:
+        click.echo(f"anyfill: error: {exc}", err=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

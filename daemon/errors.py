@@ -1,0 +1,167 @@
+"""The one exception tree of anyfill.
+
+Everything the core raises on purpose derives from :class:`AnyfillError`; foreign
+exceptions (httpx, OS, keyring, pydantic) are mapped to these at the boundary with
+``raise ... from exc`` so the UI, the CLI and MQTT only ever see our types.
+
+::
+
+    AnyfillError                      message is one sentence a user can act on
+    ├── ConfigError                   file, line and key where known
+    │   └── NeedsKeyError             an API key is missing; says how to set it
+    ├── BackendError                  names the backend
+    │   ├── BackendUnavailable        nothing listens / DNS / connection reset   (retryable)
+    │   ├── BackendTimeout            connect, first-token or total timeout      (retryable)
+    │   ├── RateLimited               429 / quota; carries retry_after seconds    (retryable)
+    │   ├── ServerError               5xx                                         (retryable)
+    │   ├── ProtocolError             the stream broke the wire format           (retryable)
+    │   ├── AuthError                 401 / 403: the key was refused
+    │   ├── ModelNotFound             404 for the model
+    │   ├── BadRequest                400 / 422: the request itself is wrong
+    │   └── UnsupportedFeature        501, or a field the server rejects (e.g. suffix)
+    ├── RequestDropped                a request never ran: superseded, cancelled, past deadline
+    ├── CaptureError                  the text around the caret could not be read
+    ├── InsertError                   the completion could not be inserted
+    │   └── FocusChanged              the focused window is not the captured one
+    └── BusError                      MQTT broker problems
+
+``retryable`` tells the scheduler whether to cool the backend down and fall back
+(True) or to stop and tell the user to fix something (False).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AnyfillError",
+    "AuthError",
+    "BackendError",
+    "BackendTimeout",
+    "BackendUnavailable",
+    "BadRequest",
+    "BusError",
+    "CaptureError",
+    "ConfigError",
+    "FocusChanged",
+    "InsertError",
+    "ModelNotFound",
+    "NeedsKeyError",
+    "ProtocolError",
+    "RateLimited",
+    "RequestDropped",
+    "ServerError",
+    "UnsupportedFeature",
+]
+
+
+class AnyfillError(Exception):
+    """Base of every error anyfill raises on purpose."""
+
+    #: True when trying again later (or elsewhere) may succeed.
+    retryable: bool = False
+
+
+class ConfigError(AnyfillError):
+    """The configuration is missing, unreadable or invalid."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        key: str | None = None,
+    ) -> None:
+        self.path = path
+        self.line = line
+        self.key = key
+        where = ""
+        if path:
+            where = f"{path}:{line}: " if line else f"{path}: "
+        super().__init__(f"{where}{message}")
+
+
+class NeedsKeyError(ConfigError):
+    """A backend needs an API key and none was found."""
+
+
+class BackendError(AnyfillError):
+    """A backend failed; ``backend`` names it as the config does."""
+
+    def __init__(self, backend: str, message: str, *, status: int | None = None) -> None:
+        self.backend = backend
+        self.status = status
+        super().__init__(message)
+
+
+class BackendUnavailable(BackendError):
+    retryable = True
+
+
+class BackendTimeout(BackendError):
+    retryable = True
+
+
+class ServerError(BackendError):
+    retryable = True
+
+
+class ProtocolError(BackendError):
+    retryable = True
+
+
+class RateLimited(BackendError):
+    """The backend asked us to slow down; ``retry_after`` is in seconds when known."""
+
+    retryable = True
+
+    def __init__(
+        self,
+        backend: str,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        status: int | None = 429,
+    ) -> None:
+        self.retry_after = retry_after
+        super().__init__(backend, message, status=status)
+
+
+class AuthError(BackendError):
+    pass
+
+
+class ModelNotFound(BackendError):
+    pass
+
+
+class BadRequest(BackendError):
+    pass
+
+
+class UnsupportedFeature(BackendError):
+    pass
+
+
+class RequestDropped(AnyfillError):
+    """A request was dropped before it finished: ``reason`` says why."""
+
+    def __init__(self, request_id: str, reason: str) -> None:
+        self.request_id = request_id
+        self.reason = reason
+        super().__init__(f"request {request_id} dropped: {reason}")
+
+
+class CaptureError(AnyfillError):
+    pass
+
+
+class InsertError(AnyfillError):
+    pass
+
+
+class FocusChanged(InsertError):
+    pass
+
+
+class BusError(AnyfillError):
+    retryable = True

@@ -1,0 +1,120 @@
+"""Logging set-up: a rotating file in the user log dir and a filter that keeps secrets out.
+
+Captured text never reaches a log record unless the user opted in: code wraps it in
+:class:`Private`, whose ``str()`` is only its length. API keys that the daemon loaded are
+registered with :func:`register_secret` and masked in every record, and common key shapes
+(``Authorization: Bearer ...``, ``sk-...``) are masked even when nobody registered them.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import re
+import threading
+from pathlib import Path
+
+import platformdirs
+
+__all__ = ["Private", "RedactingFilter", "log_dir", "register_secret", "setup_logging"]
+
+_secrets: set[str] = set()
+_secrets_lock = threading.Lock()
+_show_text = False
+
+_KEY_PATTERNS = [
+    re.compile(r"(?i)(authorization\s*[:=]\s*(?:bearer|basic)\s+)[^\s'\",]+"),
+    re.compile(r"(?i)((?:x-api-key|x-goog-api-key|api[_-]?key)\s*[:=]\s*['\"]?)[^\s'\",]+"),
+    re.compile(r"(?i)([?&]key=)[^&\s'\"]+"),
+    re.compile(r"()\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}"),
+]
+
+
+class Private:
+    """Text that is logged as its length unless the user opted in to logging text."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text if _show_text else f"<{len(self.text)} chars hidden>"
+
+    __repr__ = __str__
+
+
+def register_secret(value: str | None) -> None:
+    """Mask ``value`` wherever it would appear in a log record."""
+    if value and len(value) >= 4:
+        with _secrets_lock:
+            _secrets.add(value)
+
+
+def redact(text: str) -> str:
+    with _secrets_lock:
+        secrets = sorted(_secrets, key=len, reverse=True)
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    for pattern in _KEY_PATTERNS:
+        text = pattern.sub(r"\1***", text)
+    return text
+
+
+class RedactingFilter(logging.Filter):
+    """Rewrites each record's message (and traceback text) with secrets masked."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message or record.args:
+            record.msg, record.args = cleaned, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
+
+
+def log_dir() -> Path:
+    return Path(platformdirs.user_log_dir("anyfill", appauthor=False))
+
+
+def setup_logging(
+    *,
+    level: str = "INFO",
+    to_file: bool = True,
+    max_bytes: int = 1_000_000,
+    backups: int = 3,
+    log_text: bool = False,
+    stderr: bool = True,
+    directory: Path | None = None,
+) -> Path | None:
+    """Configure the ``anyfill`` logger; returns the log file path when one is written."""
+    global _show_text  # noqa: PLW0603 - one process-wide privacy switch
+    _show_text = log_text
+    logger = logging.getLogger("anyfill")
+    logger.setLevel(level)
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
+    redactor = RedactingFilter()
+    formatter = logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    path: Path | None = None
+    if to_file:
+        directory = directory or log_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / "anyfill.log"
+        file_handler = logging.handlers.RotatingFileHandler(
+            path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
+        )
+        file_handler.setFormatter(formatter)
+        file_handler.addFilter(redactor)
+        logger.addHandler(file_handler)
+    if stderr:
+        console = logging.StreamHandler()
+        console.setFormatter(logging.Formatter("anyfill: %(levelname)s: %(message)s"))
+        console.addFilter(redactor)
+        logger.addHandler(console)
+    logger.propagate = False
+    return path
