@@ -55,7 +55,8 @@ _HTTP_URL: TypeAdapter[AnyHttpUrl] = TypeAdapter(AnyHttpUrl)
 class Section(BaseModel):
     """Base of every config table: unknown keys are errors, assignments are validated."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+    # strict: TOML has real types, so `max_tokens = true` is a mistake, not 1.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
 
 class Timeouts(Section):

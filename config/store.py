@@ -21,9 +21,10 @@ from typing import Any
 import platformdirs
 import tomlkit
 import tomlkit.exceptions
+from pydantic import BaseModel, ValidationError
+
 from anyfill.config.model import Settings
 from anyfill.daemon.errors import ConfigError
-from pydantic import BaseModel, ValidationError
 
 APP_NAME = "anyfill"
 ENV_PREFIX = "ANYFILL_"

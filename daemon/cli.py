@@ -150,7 +150,7 @@ def config_show(state: CliState, changed: bool) -> None:
     import tomlkit
 
     settings = state.settings()
-    data = settings.model_dump(mode="json", exclude_defaults=changed)
+    data = settings.model_dump(mode="json", exclude_defaults=changed, exclude_none=True)
     click.echo(tomlkit.dumps(data), nl=False)
 
 
@@ -212,6 +212,15 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILURE
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # the last line of defence: one clear line, not a dump
+        if debug:
+            raise
+        click.echo(
+            f"anyfill: internal error: {type(exc).__name__}: {exc} "
+            "(run with --debug for the traceback, and please report it)",
+            err=True,
+        )
+        return EXIT_FAILURE
     return EXIT_OK
 
 
