@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal, Protocol
 
 import httpx
+
 from anyfill.config.model import BackendConfig
 
 PromptMode = Literal["native", "template", "chat"]
