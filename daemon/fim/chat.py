@@ -1,0 +1,103 @@
+"""Infill through chat-only models (Claude, GPT chat models, Gemini).
+
+Chat models are not trained on FIM tokens, so the document goes in as text with the hole
+marked, and the model is told to answer with only the hole's text inside a tag. The prompt
+ends with the user's message: current Claude models reject an assistant prefill, so nothing
+is put in the model's mouth. The reply is then parsed by :func:`extract_middle`, which
+tolerates what chat models add anyway (fences, "Here is..." preambles, ``<think>`` blocks).
+
+The prompt goes out on every hotkey press, so it stays short: two tiny examples, no more.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from anyfill.daemon.fim.textfix import strip_fence, strip_preamble, strip_think
+
+__all__ = [
+    "ANSWER_CLOSE",
+    "ANSWER_OPEN",
+    "CHAT_STOP",
+    "HOLE",
+    "ChatPrompt",
+    "build_chat_prompt",
+    "extract_middle",
+]
+
+HOLE = "<|HOLE|>"
+"""Marks the caret in the document sent to the model."""
+ANSWER_OPEN = "<fill>"
+ANSWER_CLOSE = "</fill>"
+CHAT_STOP: tuple[str, ...] = (ANSWER_CLOSE,)
+"""Stop strings for chat backends: the model is done once it closes the answer tag."""
+
+_SYSTEM = f"""\
+You fill the hole in a document. The user sends the document between <document> tags with \
+the hole marked {HOLE}. Reply with exactly the text that belongs at {HOLE}, wrapped as \
+{ANSWER_OPEN}TEXT{ANSWER_CLOSE}, and nothing else: no explanation, no code fences, no {HOLE}.
+Rules:
+- Never repeat text that is already before or after the hole; start where the text before \
+stops and end where the text after begins.
+- Keep the document's language, style and indentation; include spaces or newlines at the \
+edges only when they belong in the hole.
+- If nothing is missing, reply {ANSWER_OPEN}{ANSWER_CLOSE}.
+Examples:
+<document>def area(r):
+    return {HOLE} * r ** 2
+</document>
+{ANSWER_OPEN}math.pi{ANSWER_CLOSE}
+<document>The capital of France is {HOLE}, on the Seine.</document>
+{ANSWER_OPEN}Paris{ANSWER_CLOSE}"""
+
+_SINGLE_LINE = "\n- The answer must fit on the current line: no line breaks."
+
+
+@dataclass(frozen=True)
+class ChatPrompt:
+    """A system instruction and one user message; send both, prefill nothing."""
+
+    system: str
+    user: str
+
+
+def build_chat_prompt(
+    prefix: str, suffix: str, *, language: str = "", single_line: bool = False
+) -> ChatPrompt:
+    """The chat request that asks for the text between ``prefix`` and ``suffix``."""
+    system = _SYSTEM
+    if single_line:
+        system = system.replace("\nExamples:", f"{_SINGLE_LINE}\nExamples:", 1)
+    if language:
+        system += f"\nThe document is {language}."
+    user = f"<document>{prefix}{HOLE}{suffix}</document>"
+    return ChatPrompt(system=system, user=user)
+
+
+_ANSWER = re.compile(re.escape(ANSWER_OPEN) + r"(.*?)(?:" + re.escape(ANSWER_CLOSE) + r"|\Z)", re.S)
+
+
+def extract_middle(answer: str) -> str:
+    """The hole's text out of a chat reply; empty rather than wrong when it cannot tell.
+
+    Accepts ``<fill>X</fill>`` anywhere in the reply (after a ``<think>`` block or a
+    preamble, inside a fence), an unclosed ``<fill>X`` (the backend stopped at
+    ``</fill>``), or a bare fenced/plain answer. A reply that still contains the hole marker
+    re-quoted the document instead of filling it, so it yields "".
+    """
+    text = strip_think(answer)
+    match = _ANSWER.search(text)
+    if match is not None:
+        middle = match.group(1)
+        # "<fill>\nX\n</fill>" is the block style of writing the tag: the two newlines
+        # belong to the tag, not to X.
+        if len(middle) > 2 and middle.startswith("\n") and middle.endswith("\n"):
+            middle = middle[1:-1]
+        middle = strip_fence(middle)
+    else:
+        middle = strip_fence(strip_preamble(text.strip("\n")))
+        middle = middle.removesuffix(ANSWER_CLOSE)
+    if HOLE in middle:
+        return ""
+    return middle

@@ -1,0 +1,187 @@
+"""Where an answer repeats the document around the hole, and how to cut the repetition.
+
+Models that see the text after the caret often write it again (the end of the line, the next
+lines), and some repeat the start of the current line. These functions find such echoes by
+exact comparison with the document; the only judgement call, whether text that equals the
+start of the suffix is an echo or the answer's own (``foo(bar)`` before a ``)``), is made by
+checking which reading leaves the brackets and quotes balanced.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "imbalance",
+    "trim_following_lines",
+    "trim_prefix_echo",
+    "trim_suffix_echo",
+]
+
+_OPEN = {"(": ")", "[": "]", "{": "}"}
+_CLOSE = frozenset(_OPEN.values())
+_QUOTES = frozenset("\"'`")
+_WINDOW = 2000
+"""Characters of context on each side used by the balance check."""
+_MIN_ECHO = 3
+"""Non-space characters a prefix echo needs: shorter ones are too likely to be real text."""
+
+
+def _is_word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def imbalance(text: str) -> int:
+    """How many brackets and quotes in ``text`` have no partner.
+
+    Strings end at their closing quote or at the end of the line (an unterminated string
+    counts once); brackets inside strings are ignored. ``'`` between two letters is an
+    apostrophe ("don't"), not a quote.
+    """
+    stack: list[str] = []
+    errors = 0
+    quote = ""
+    escaped = False
+    for i, char in enumerate(text):
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = ""
+            elif char == "\n" and quote != "`":
+                errors += 1
+                quote = ""
+            continue
+        if char in _QUOTES:
+            between_letters = (
+                char == "'"
+                and 0 < i < len(text) - 1
+                and _is_word(text[i - 1])
+                and _is_word(text[i + 1])
+            )
+            if not between_letters:
+                quote = char
+        elif char in _OPEN:
+            stack.append(_OPEN[char])
+        elif char in _CLOSE:
+            if stack and stack[-1] == char:
+                stack.pop()
+            else:
+                errors += 1
+    return errors + len(stack) + (1 if quote else 0)
+
+
+def _window(prefix: str, suffix: str) -> tuple[str, str]:
+    """The prefix from a line start and the suffix to a line end, about _WINDOW chars each."""
+    before = prefix[-_WINDOW:]
+    if len(before) < len(prefix):
+        before = before[before.find("\n") + 1 :]
+    after = suffix[:_WINDOW]
+    if len(after) < len(suffix) and "\n" in after:
+        after = after[: after.rfind("\n")]
+    return before, after
+
+
+def _ends_inside_word(text: str, k: int) -> bool:
+    """Whether ``text[:k]`` stops in the middle of a word of ``text``."""
+    return 0 < k < len(text) and _is_word(text[k - 1]) and _is_word(text[k])
+
+
+def trim_suffix_echo(middle: str, prefix: str, suffix: str) -> str:
+    """Remove the end of ``middle`` that repeats the start of ``suffix``.
+
+    Seed case: after ``print("Hel`` and before ``)``, the answer ``lo World")`` ends with the
+    ``)`` that is already there, so it becomes ``lo World"``. Among the candidate overlaps the
+    one that leaves the fewest unbalanced brackets and quotes wins; when cutting and keeping
+    balance equally, the overlap is cut only if it ends on a word boundary of the suffix (a
+    model repeats whole words, while ``bo`` + ``ok`` is just a word that continues).
+    Whitespace-only overlaps (``\\n`` before ``\\n``) are kept: a blank line may be meant.
+    """
+    limit = min(len(middle), len(suffix))
+    candidates = [
+        k for k in range(limit, 0, -1) if middle.endswith(suffix[:k]) and suffix[:k].strip()
+    ]
+    if not candidates:
+        return middle
+    before, after = _window(prefix, suffix)
+    keep = imbalance(before + middle + after)
+    scores = {k: imbalance(before + middle[:-k] + after) for k in candidates}
+    best = min(scores.values())
+    if best < keep:
+        k = max(k for k, score in scores.items() if score == best)
+        return middle[:-k]
+    if best == keep:
+        ties = [k for k, s in scores.items() if s == best and not _ends_inside_word(suffix, k)]
+        if ties:
+            return middle[: -max(ties)]
+    return middle
+
+
+def _line_starts(text: str) -> list[int]:
+    return [0, *(i + 1 for i, char in enumerate(text) if char == "\n")]
+
+
+def trim_prefix_echo(middle: str, prefix: str) -> str:
+    """Remove the start of ``middle`` that repeats text before the caret.
+
+    Recognised echoes, longest first: the whole prefix (the model re-quoted the document),
+    and the prefix from any line start that includes a non-blank current line (the model
+    rewrote the line or the last lines), also without the line's indentation. An echo needs
+    at least three non-space characters.
+    """
+    current = prefix[prefix.rfind("\n") + 1 :]
+    for start in _line_starts(prefix):
+        tail = prefix[start:]
+        if start > 0 and not current.strip():
+            continue  # caret on a blank line: only a whole-document echo is unambiguous
+        indent = len(tail) - len(tail.lstrip(" \t"))
+        for echo in (tail, tail[indent:]) if indent else (tail,):
+            if len(echo.strip()) >= _MIN_ECHO and middle.startswith(echo):
+                return middle[len(echo) :]
+    return middle
+
+
+def _nontrivial(line: str) -> bool:
+    """A line that says something: a lone ``}`` or blank line may legitimately recur."""
+    return any(char.isalnum() for char in line)
+
+
+def trim_following_lines(middle: str, prefix: str, suffix: str) -> str:
+    """Cut ``middle`` where it starts writing the lines that already follow the caret's line.
+
+    From each line start of the answer, its lines (blank lines skipped) are compared with
+    the suffix's next non-blank lines. The answer is cut there when its line equals the next
+    line and has letters or digits, or when its lines all agree with the next lines to the
+    end of the answer (the last may be cut short) and one of them has letters or digits. The
+    caret line's rest and newline, when the model wrote them just before, go too.
+    """
+    newline = suffix.find("\n")
+    if newline == -1:
+        return middle
+    rest_of_line = suffix[:newline]
+    following = suffix[newline + 1 :].lstrip("\n").split("\n")
+    starts = _line_starts(middle)
+    if not (prefix == "" or prefix.endswith("\n")):
+        starts = starts[1:]
+    for start in starts:
+        lines = middle[start:].lstrip("\n").split("\n")
+        if lines == [""]:
+            continue
+        if _repeats(lines, following):
+            cut = middle[:start]
+            echoed = rest_of_line + "\n"
+            return cut[: -len(echoed)] if cut.endswith(echoed) else cut
+    return middle
+
+
+def _repeats(lines: list[str], following: list[str]) -> bool:
+    if _nontrivial(lines[0]) and lines[0].rstrip() == following[0].rstrip():
+        return True  # the next line again: whatever the model adds after it is invented
+    if len(lines) > len(following):
+        return False
+    for i, line in enumerate(lines):
+        last = i == len(lines) - 1
+        target = following[i]
+        if not (line.rstrip() == target.rstrip() or (last and target.startswith(line))):
+            return False
+    return any(_nontrivial(line) for line in lines)

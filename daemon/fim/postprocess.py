@@ -1,0 +1,88 @@
+"""The exact middle: turn whatever a backend returned into the text that belongs at the caret.
+
+:func:`clean` runs a fixed pipeline (order matters; docs/fim.md shows one example per step):
+
+1. unwrap, repeated until nothing changes: a leading ``<think>`` block, format tags and
+   markers, stop strings and leaked special tokens of any family, an opening "Here is..."
+   sentence, one fenced block around the whole answer;
+2. drop an echo of the text before the caret (the current line, or the whole document);
+3. in single-line mode keep the first line;
+4. cut where the answer starts writing the lines that already follow the caret;
+5. drop the end that repeats the start of the suffix (bracket/quote balance decides).
+
+Every rule compares with the document exactly and fires only on unmistakable patterns, so
+an answer that is already clean comes back unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Literal
+
+from anyfill.daemon.fim.overlap import trim_following_lines, trim_prefix_echo, trim_suffix_echo
+from anyfill.daemon.fim.templates import ALL_SPECIAL_TOKENS
+from anyfill.daemon.fim.textfix import (
+    cut_at_tokens,
+    strip_fence,
+    strip_format_tags,
+    strip_preamble,
+    strip_think,
+)
+
+__all__ = ["SingleLineSetting", "clean", "wants_single_line"]
+
+SingleLineSetting = Literal["auto", "always", "never"]
+
+_MAX_UNWRAP = 4
+
+
+def clean(
+    raw: str,
+    prefix: str,
+    suffix: str,
+    *,
+    stop: Sequence[str] = (),
+    single_line: bool = False,
+) -> str:
+    """The exact text to insert between ``prefix`` and ``suffix`` for the answer ``raw``."""
+    document = prefix + suffix
+    # A special token that the document itself contains (someone editing a FIM template)
+    # may be meant; the template's own stop strings are cut regardless, as the server would.
+    tokens = (*stop, *(t for t in ALL_SPECIAL_TOKENS if t not in document))
+    fenced_document = "```" in document or "~~~" in document
+    text = raw
+    for _ in range(_MAX_UNWRAP):
+        before = text
+        text = strip_think(text)
+        text = strip_format_tags(text, document)
+        text = cut_at_tokens(text, tokens)
+        if not fenced_document:
+            text = strip_preamble(text)
+            text = strip_fence(text)
+        if text == before:
+            break
+    text = trim_prefix_echo(text, prefix)
+    if single_line:
+        text = text.split("\n", 1)[0]
+    text = trim_following_lines(text, prefix, suffix)
+    return trim_suffix_echo(text, prefix, suffix)
+
+
+_ONE_LINE_STARTS = re.compile(r"[ \t]*(?:#|//|--\s|[-*>]\s|\d+[.)]\s)")
+"""Comment lines and Markdown list/quote items: their continuation is the rest of the line."""
+
+
+def wants_single_line(prefix: str, suffix: str, setting: SingleLineSetting) -> bool:
+    """Whether to complete only the current line.
+
+    ``auto``: yes when non-blank text follows the caret on its line (the answer has to fit
+    before it), or when the line is a comment or a Markdown list or quote item.
+    """
+    if setting != "auto":
+        return setting == "always"
+    rest_of_line = suffix.split("\n", 1)[0]
+    if rest_of_line.strip():
+        return True
+    current = prefix[prefix.rfind("\n") + 1 :]
+    return _ONE_LINE_STARTS.match(current) is not None

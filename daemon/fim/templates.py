@@ -1,0 +1,375 @@
+"""FIM prompt templates and stop strings of each model family, byte for byte.
+
+A raw-prompt server (vLLM, llama.cpp ``/completion``, Ollama ``raw``) knows nothing about
+prefix and suffix: the client writes the model's special tokens itself. Each family has its own
+tokens, order (PSM: prefix first; SPM: suffix first) and stop strings; a wrong byte (an ASCII
+``|`` instead of DeepSeek's U+FF5C, a missing space around CodeLlama's ``<SUF>``) silently
+degrades the answer, so every template here is pinned by a test.
+
+Sources per family: /work/shared/reference/fim-templates.md §1; the summary table is in
+docs/fim.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
+
+__all__ = [
+    "ALL_SPECIAL_TOKENS",
+    "TEMPLATES",
+    "FimTemplate",
+    "detect_template",
+    "get_template",
+    "template_from_tokens",
+]
+
+ContextStyle = Literal[
+    "none", "starcoder", "qwen-auto", "qwen-repo", "deepseek", "codestral", "codegeex"
+]
+"""How a template carries other files (``extra``), the file name and the repository name."""
+
+# DeepSeek's tokens are written with FULLWIDTH VERTICAL LINE (U+FF5C) and
+# LOWER ONE EIGHTH BLOCK (U+2581); spelled out so no editor "fixes" them.
+_BAR = "\uff5c"
+_SP = "\u2581"
+_DS_BEGIN = f"<{_BAR}fim{_SP}begin{_BAR}>"
+_DS_HOLE = f"<{_BAR}fim{_SP}hole{_BAR}>"
+_DS_END = f"<{_BAR}fim{_SP}end{_BAR}>"
+_DS_EOS = f"<{_BAR}end{_SP}of{_SP}sentence{_BAR}>"
+
+
+@dataclass(frozen=True)
+class FimTemplate:
+    """One model family's FIM prompt format.
+
+    PSM renders ``before + prefix_token + P + suffix_token + S + middle_token``;
+    SPM renders ``before + suffix_token + S + prefix_token + P + middle_token``.
+    ``before`` is the BOS or chat header plus, for families trained on it, other files.
+    """
+
+    name: str
+    stop: tuple[str, ...]
+    spm: bool = False
+    prefix_token: str = ""
+    suffix_token: str = ""
+    middle_token: str = ""
+    context: ContextStyle = "none"
+    description: str = ""
+
+    def render(
+        self,
+        prefix: str,
+        suffix: str,
+        *,
+        extra: Sequence[tuple[str, str]] = (),
+        filename: str = "",
+        repo: str = "",
+        language: str = "",
+    ) -> str:
+        """The raw prompt for this hole; ``extra`` holds other files as (path, text)."""
+        before, prefix = self._with_context(prefix, extra, filename, repo, language)
+        if self.spm:
+            body = f"{self.suffix_token}{suffix}{self.prefix_token}{prefix}{self.middle_token}"
+        else:
+            body = f"{self.prefix_token}{prefix}{self.suffix_token}{suffix}{self.middle_token}"
+        return f"{before}{body}"
+
+    def _with_context(
+        self,
+        prefix: str,
+        extra: Sequence[tuple[str, str]],
+        filename: str,
+        repo: str,
+        language: str,
+    ) -> tuple[str, str]:
+        """Text to put before the FIM tokens, and the prefix (Codestral puts files in it)."""
+        style = self.context
+        if style == "qwen-repo" or (style == "qwen-auto" and (extra or filename or repo)):
+            files = "".join(f"<|file_sep|>{path}\n{text}\n" for path, text in extra)
+            return f"<|repo_name|>{repo}\n{files}<|file_sep|>{filename}\n", prefix
+        if style == "starcoder" and extra:
+            files = "".join(f"<file_sep>{path}\n{text}" for path, text in extra)
+            return f"{files}<file_sep>{filename}\n", prefix
+        if style == "deepseek" and extra:
+            files = "\n".join(f"#{path}\n{text}" for path, text in extra)
+            return f"{files}\n#{filename}\n", prefix
+        if style == "codestral" and extra:
+            files = "".join(f"+++++ {path}\n{text}\n" for path, text in extra)
+            return "", f"{files}+++++ {filename}\n{prefix}"
+        if style == "codegeex":
+            refs = "".join(f"###REFERENCE:\n###PATH:{path}\n{text}\n" for path, text in extra)
+            head = f"###PATH:{filename}\n###LANGUAGE:{language}\n###MODE:BLOCK\n"
+            return f"<|user|>\n{refs}{head}", prefix
+        return "", prefix
+
+
+_QWEN_STOP = (
+    "<|endoftext|>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+    "<|im_start|>",
+    "<|im_end|>",
+)
+
+
+_ALL: tuple[FimTemplate, ...] = (
+    FimTemplate(
+        "codellama",
+        ("<PRE>", "<SUF>", "<MID>", "<EOT>"),
+        prefix_token="<PRE> ",
+        suffix_token=" <SUF>",
+        middle_token=" <MID>",
+        description="CodeLlama 7B/13B base or -code",
+    ),
+    FimTemplate(
+        "starcoder",
+        ("<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<file_sep>", "<|endoftext|>"),
+        prefix_token="<fim_prefix>",
+        suffix_token="<fim_suffix>",
+        middle_token="<fim_middle>",
+        context="starcoder",
+        description="StarCoder, StarCoderBase, StarCoder2, stable-code",
+    ),
+    FimTemplate(
+        "santacoder",
+        ("<|endoftext|>", "<fim-prefix>", "<fim-suffix>", "<fim-middle>", "<fim-pad>"),
+        prefix_token="<fim-prefix>",
+        suffix_token="<fim-suffix>",
+        middle_token="<fim-middle>",
+        description="SantaCoder (revision fim); hyphenated tokens",
+    ),
+    FimTemplate(
+        "deepseek",
+        (_DS_BEGIN, _DS_HOLE, _DS_END, _DS_EOS),
+        prefix_token=_DS_BEGIN,
+        suffix_token=_DS_HOLE,
+        middle_token=_DS_END,
+        context="deepseek",
+        description="DeepSeek-Coder v1 and V2 / V2-Lite base",
+    ),
+    FimTemplate(
+        "qwen",
+        _QWEN_STOP,
+        prefix_token="<|fim_prefix|>",
+        suffix_token="<|fim_suffix|>",
+        middle_token="<|fim_middle|>",
+        context="qwen-auto",
+        description="Qwen2.5-Coder / Qwen3-Coder, file level (repo level when files are given)",
+    ),
+    FimTemplate(
+        "qwen-repo",
+        _QWEN_STOP,
+        prefix_token="<|fim_prefix|>",
+        suffix_token="<|fim_suffix|>",
+        middle_token="<|fim_middle|>",
+        context="qwen-repo",
+        description="Qwen2.5-Coder repository level",
+    ),
+    FimTemplate(
+        "codegemma",
+        (
+            "<|fim_prefix|>",
+            "<|fim_suffix|>",
+            "<|fim_middle|>",
+            "<|file_separator|>",
+            "<end_of_turn>",
+            "<eos>",
+        ),
+        prefix_token="<|fim_prefix|>",
+        suffix_token="<|fim_suffix|>",
+        middle_token="<|fim_middle|>",
+        description="CodeGemma 2B / 7B base",
+    ),
+    FimTemplate(
+        "codestral",
+        ("[PREFIX]", "[SUFFIX]"),
+        spm=True,
+        prefix_token="[PREFIX]",
+        suffix_token="[SUFFIX]",
+        context="codestral",
+        # The raw form starts with BOS (<s>); servers add it when tokenizing, so it is not
+        # rendered (a literal "<s>" would be tokenized as text or doubled).
+        description="Codestral 22B; suffix first",
+    ),
+    FimTemplate(
+        "granite",
+        ("<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<|end_of_text|>"),
+        prefix_token="<fim_prefix>",
+        suffix_token="<fim_suffix>",
+        middle_token="<fim_middle>",
+        description="IBM Granite code, Granite 3.x",
+    ),
+    FimTemplate(
+        "granite4",
+        ("<|end_of_text|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>"),
+        prefix_token="<|fim_prefix|>",
+        suffix_token="<|fim_suffix|>",
+        middle_token="<|fim_middle|>",
+        description="IBM Granite 4",
+    ),
+    FimTemplate(
+        "codegeex4",
+        (
+            "<|user|>",
+            "<|code_suffix|>",
+            "<|code_prefix|>",
+            "<|code_middle|>",
+            "<|assistant|>",
+            "<|endoftext|>",
+        ),
+        spm=True,
+        prefix_token="<|code_prefix|>",
+        suffix_token="<|code_suffix|>",
+        middle_token="<|code_middle|><|assistant|>\n",
+        context="codegeex",
+        description="CodeGeeX4; chat-wrapped, suffix first",
+    ),
+    FimTemplate(
+        "seed-coder",
+        (
+            f"<[end{_SP}of{_SP}sentence]>",
+            "<[fim-prefix]>",
+            "<[fim-middle]>",
+            "<[fim-suffix]>",
+            f"<[PAD{_SP}TOKEN]>",
+            f"<[SEP{_SP}TOKEN]>",
+            f"<[begin{_SP}of{_SP}sentence]>",
+        ),
+        prefix_token="<[fim-prefix]>",
+        suffix_token="<[fim-suffix]>",
+        middle_token="<[fim-middle]>",
+        description="ByteDance Seed-Coder",
+    ),
+)
+
+TEMPLATES: Mapping[str, FimTemplate] = MappingProxyType({t.name: t for t in _ALL})
+
+
+def get_template(name: str) -> FimTemplate:
+    """The template called ``name``; a ValueError lists the known names otherwise."""
+    try:
+        return TEMPLATES[name.strip().lower()]
+    except KeyError:
+        known = ", ".join(TEMPLATES)
+        raise ValueError(f"unknown FIM template {name!r}; known templates: {known}") from None
+
+
+def detect_template(model: str) -> FimTemplate | None:
+    """Guess the family from a model name; None when the name says nothing certain."""
+    return _detect(model)
+
+
+def _detect(model: str) -> FimTemplate | None:
+    name = model.strip().lower()
+    # Ollama tags and HF paths: "hf.co/org/qwen2.5-coder:1.5b" -> look at the model part,
+    # but keep the tag: it may carry "base"/"code".
+    name = name.rsplit("/", 1)[-1]
+    words = set(re.split(r"[^a-z0-9.]+", name))
+    if "deepseek" in name and "coder" in name:
+        return TEMPLATES["deepseek"]
+    if "qwen" in name and "coder" in name:
+        return TEMPLATES["qwen"]
+    if "codellama" in name or "code-llama" in name or "code_llama" in name:
+        return TEMPLATES["codellama"]
+    if "codestral" in name and "mamba" not in name:
+        return TEMPLATES["codestral"]
+    if "codegemma" in name:
+        return TEMPLATES["codegemma"]
+    if "santacoder" in name:
+        return TEMPLATES["santacoder"]
+    if "starcoder" in name or "stable-code" in name or "stablecode" in name:
+        return TEMPLATES["starcoder"]
+    if "codegeex4" in name or "codegeex-4" in name:
+        return TEMPLATES["codegeex4"]
+    if "seed-coder" in name or "seedcoder" in name:
+        return TEMPLATES["seed-coder"]
+    if "granite" in name:
+        return _granite(name, words)
+    return None
+
+
+def _granite(name: str, words: set[str]) -> FimTemplate | None:
+    # "granite4", "granite-4.0-h-tiny", "granite4:3b"; not "granite-3.3-8b-base" nor a "4b" size.
+    match = re.search(r"granite[-_ .]?(?:code[-_ .]?)?(\d+)", name)
+    if match is None:
+        return TEMPLATES["granite"] if "code" in words or "granite-code" in name else None
+    return TEMPLATES["granite4"] if match.group(1) == "4" else TEMPLATES["granite"]
+
+
+# The FIM-token spellings llama.cpp's vocab loader recognises (src/llama-vocab.cpp), by family.
+_PREFIX_SPELLINGS: Mapping[str, str] = {
+    "<|fim_prefix|>": "qwen",
+    "<fim-prefix>": "santacoder",
+    "<fim_prefix>": "starcoder",
+    _DS_BEGIN: "deepseek",
+    "<PRE>": "codellama",
+    "\u2581<PRE>": "codellama",
+    "<|code_prefix|>": "codegeex4",
+    "[PREFIX]": "codestral",
+    "<[fim-prefix]>": "seed-coder",
+}
+
+
+def template_from_tokens(tokens: Iterable[str]) -> FimTemplate | None:
+    """The template matching the special tokens a server reports (e.g. its vocabulary)."""
+    seen = set(tokens)
+    for spelling, family in _PREFIX_SPELLINGS.items():
+        if spelling in seen:
+            return TEMPLATES[_refine(family, seen)]
+    return None
+
+
+def _refine(family: str, seen: set[str]) -> str:
+    """Tell apart families that share a prefix token by their other tokens."""
+    if family == "qwen":
+        if "<|file_separator|>" in seen or "<end_of_turn>" in seen:
+            return "codegemma"
+        if "<|end_of_text|>" in seen and "<|endoftext|>" not in seen:
+            return "granite4"
+    if family == "starcoder" and "<|end_of_text|>" in seen and "<|endoftext|>" not in seen:
+        return "granite"
+    return family
+
+
+# Spellings too common in ordinary text (HTML <s>/<PRE>, prose "[PREFIX]") to cut from every
+# answer; they are cut only when they are the active template's own stop strings.
+_GENERIC = frozenset({"<PRE>", "<SUF>", "<MID>", "<EOT>", "<eos>", "<s>", "[PREFIX]", "[SUFFIX]"})
+
+# Leaks seen in the wild besides the templates' stops (fim-templates.md §1-§3).
+_OTHER_LEAKS = (
+    "<|cursor|>",
+    "<|eot_id|>",
+    "<|end|>",
+    "<|fim_repo|>",
+    "<fim_pad>",
+    "<reponame>",
+    "</fim_middle>",
+    "<|file_separator|>",
+    "<|code_middle|>",
+)
+
+
+def _special_tokens() -> tuple[str, ...]:
+    found: set[str] = set(_OTHER_LEAKS)
+    for template in _ALL:
+        found.update(template.stop)
+        found.update((template.prefix_token, template.suffix_token))
+        found.update(template.middle_token.split("<|assistant|>"))
+    found = {token.strip() for token in found} - _GENERIC - {""}
+    return tuple(sorted(found, key=lambda token: (-len(token), token)))
+
+
+ALL_SPECIAL_TOKENS: tuple[str, ...] = _special_tokens()
+"""Distinctive FIM/EOS/file-separator tokens of every family, longest first.
+
+A model may leak another family's token (a Qwen2 model fed Qwen1.5 tokens answers
+``print(print()</fim_middle>``), so the cleaner cuts at any of these, not only the template's.
+"""

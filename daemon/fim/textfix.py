@@ -1,0 +1,139 @@
+"""Removing the wrapping that models put around an answer: think blocks, tags, fences, preambles.
+
+Each function changes its input only when the wrapping is unmistakable (it encloses the
+whole answer, or opens it), so an answer without wrapping passes through unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+__all__ = [
+    "FORMAT_TAGS",
+    "cut_at_tokens",
+    "strip_fence",
+    "strip_format_tags",
+    "strip_preamble",
+    "strip_think",
+]
+
+_THINK = re.compile(r"\A\s*<(think|thinking|reasoning)>.*?</\1>(\n\n|\n)?", re.S)
+_THINK_OPEN = re.compile(r"\A\s*<(think|thinking|reasoning)>", re.S)
+
+
+def strip_think(text: str) -> str:
+    """Drop a reasoning block that opens the answer (Qwen3, DeepSeek-R1 style).
+
+    The block's own separator (``</think>\\n\\n``, the format those models emit) goes with
+    it. An unclosed block means the model never got to the answer: nothing is left.
+    """
+    match = _THINK.match(text)
+    if match is not None:
+        return text[match.end() :]
+    if _THINK_OPEN.match(text):
+        return ""
+    return text
+
+
+FORMAT_TAGS: tuple[str, ...] = ("COMPLETION", "fill", "CODE5711", "MIDDLE", "middle", "answer")
+"""Tags that chat prompts (ours and other clients') ask answers to be wrapped in."""
+
+# Tokens a model may repeat at the very start: the prompt's last token, or a chat-infill
+# marker; they carry no text.
+_LEADING_MARKERS = (
+    "<|fim_middle|>",
+    "<fim_middle>",
+    "<fim-middle>",
+    "<\uff5cfim\u2581end\uff5c>",
+    "<[fim-middle]>",
+    "<|code_middle|>",
+    "<|assistant|>\n",
+    "<|fim|>",
+    "{{FILL_HERE}}",
+)
+
+
+def strip_format_tags(text: str, document: str = "") -> str:
+    """Remove an opening format tag or marker and everything from its closing tag on.
+
+    A tag that also appears in ``document`` may be the user's own markup, so it is kept.
+    """
+    for marker in _LEADING_MARKERS:
+        if text.startswith(marker) and marker not in document:
+            text = text[len(marker) :]
+    for tag in FORMAT_TAGS:
+        opening, closing = f"<{tag}>", f"</{tag}>"
+        if opening in document or closing in document:
+            continue
+        stripped = text.lstrip()
+        if stripped.startswith(opening):
+            text = stripped[len(opening) :]
+            if text.startswith("\n") and f"\n{closing}" in text:
+                text = text[1:].replace(f"\n{closing}", closing, 1)
+        if closing in text:
+            text = text[: text.index(closing)]
+    return text
+
+
+def cut_at_tokens(text: str, tokens: Sequence[str]) -> str:
+    """Cut ``text`` at the first occurrence of any of ``tokens`` (stop strings)."""
+    cut = len(text)
+    for token in tokens:
+        if token:
+            at = text.find(token, 0, cut)
+            if at != -1:
+                cut = at
+    return text[:cut]
+
+
+_FENCE = re.compile(r"\A\s*(`{3,}|~{3,})[^\n`]*\n(.*?)\n?\1[ \t]*\n?\s*\Z", re.S)
+
+
+def strip_fence(text: str) -> str:
+    """Unwrap an answer that is one fenced code block: ```` ```lang\\nX\\n``` ```` -> ``X``.
+
+    The newline before the closing fence belongs to the fence (that is how models write a
+    block), so ``X`` loses nothing of its own.
+    """
+    match = _FENCE.match(text)
+    if match is None:
+        return text
+    inner = match.group(2)
+    if match.group(1) in inner:
+        return text  # several blocks, or prose around them: not one wrapped answer
+    return inner
+
+
+_PREAMBLE = re.compile(
+    r"""\A[ \t]*
+    (?:sure|certainly|of\ course|okay|ok|here\ is|here's|here\ are|below\ is
+      |the\ (?:missing|completed?))
+    [^\n]{0,160}?
+    (?:[:.!])[ \t]*\n""",
+    re.I | re.X,
+)
+# Words about the task rather than the document: "code" or "text" alone could be content.
+_PREAMBLE_TOPIC = re.compile(
+    r"\b(?:completion|completed?|missing|fill(?:ed)?|hole|middle|insert(?:ed|ion)?|belongs|goes)\b",
+    re.I,
+)
+
+
+def strip_preamble(text: str) -> str:
+    """Drop an opening sentence like "Here is the missing code:" that talks *about* the answer.
+
+    Only a first line that starts like such a sentence and either is followed by a fence or
+    ends with ``:`` and speaks about the task (missing, completion, fill, hole...) is
+    removed; an answer that merely starts with "Sure" stays.
+    """
+    match = _PREAMBLE.match(text)
+    if match is None:
+        return text
+    rest = text[match.end() :]
+    line = match.group(0)
+    if rest.lstrip().startswith(("```", "~~~")) or (
+        _PREAMBLE_TOPIC.search(line) and line.rstrip().endswith(":")
+    ):
+        return rest.lstrip("\n") if rest.lstrip().startswith(("```", "~~~")) else rest
+    return text
