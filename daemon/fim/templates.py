@@ -263,45 +263,64 @@ def get_template(name: str) -> FimTemplate:
 
 
 def detect_template(model: str) -> FimTemplate | None:
-    """Guess the family from a model name; None when the name says nothing certain."""
-    return _detect(model)
+    """Guess the family from a model name (Ollama tag, HF id, GGUF file); None if unsure.
 
-
-def _detect(model: str) -> FimTemplate | None:
+    Avoids the substring traps of name routing (fim-templates.md §3): a ``qwen`` without
+    ``coder`` is a chat model, not StarCoder; a ``4`` only means Granite 4 right after
+    ``granite``; instruct/chat checkpoints of families whose FIM lives only in the base
+    model (DeepSeek-Coder, CodeGemma, Seed-Coder, StarCoder2) get None, as do CodeLlama's
+    34B/70B and Python variants, which were not trained to infill.
+    """
     name = model.strip().lower()
-    # Ollama tags and HF paths: "hf.co/org/qwen2.5-coder:1.5b" -> look at the model part,
-    # but keep the tag: it may carry "base"/"code".
-    name = name.rsplit("/", 1)[-1]
-    words = set(re.split(r"[^a-z0-9.]+", name))
+    name = name.rsplit("/", 1)[-1]  # "hf.co/org/Qwen2.5-Coder-1.5B-GGUF:Q8_0" -> the model
+    family = _family(name)
+    if family is None:
+        return None
+    if _INSTRUCT.search(name) and family in _BASE_ONLY_FIM:
+        return None
+    if family == "codellama" and (_CODELLAMA_NO_FIM.search(name)):
+        return None
+    return TEMPLATES[family]
+
+
+_INSTRUCT = re.compile(r"(?:^|[-_:.\s])(?:instruct|it|chat|reasoning)(?=$|[-_:.\s])")
+_BASE_ONLY_FIM = frozenset({"deepseek", "codegemma", "seed-coder", "starcoder"})
+_CODELLAMA_NO_FIM = re.compile(r"(?:^|[-_:.])(?:34b|70b|python)(?=$|[-_:.])")
+
+
+def _family(name: str) -> str | None:
     if "deepseek" in name and "coder" in name:
-        return TEMPLATES["deepseek"]
+        return "deepseek"
+    if "codeqwen" in name:
+        return "starcoder"  # CodeQwen1.5 uses the StarCoder tokens, without pipes
     if "qwen" in name and "coder" in name:
-        return TEMPLATES["qwen"]
-    if "codellama" in name or "code-llama" in name or "code_llama" in name:
-        return TEMPLATES["codellama"]
+        return "qwen"
+    if re.search(r"code[-_]?llama", name):
+        return "codellama"
     if "codestral" in name and "mamba" not in name:
-        return TEMPLATES["codestral"]
+        return "codestral"
     if "codegemma" in name:
-        return TEMPLATES["codegemma"]
+        return "codegemma"
     if "santacoder" in name:
-        return TEMPLATES["santacoder"]
-    if "starcoder" in name or "stable-code" in name or "stablecode" in name:
-        return TEMPLATES["starcoder"]
-    if "codegeex4" in name or "codegeex-4" in name:
-        return TEMPLATES["codegeex4"]
-    if "seed-coder" in name or "seedcoder" in name:
-        return TEMPLATES["seed-coder"]
+        return "santacoder"
+    if "starcoder" in name or re.search(r"stable-?code", name):
+        return "starcoder"
+    if re.search(r"codegeex-?4", name):
+        return "codegeex4"
+    if re.search(r"seed-?coder", name):
+        return "seed-coder"
     if "granite" in name:
-        return _granite(name, words)
+        return _granite(name)
     return None
 
 
-def _granite(name: str, words: set[str]) -> FimTemplate | None:
-    # "granite4", "granite-4.0-h-tiny", "granite4:3b"; not "granite-3.3-8b-base" nor a "4b" size.
-    match = re.search(r"granite[-_ .]?(?:code[-_ .]?)?(\d+)", name)
-    if match is None:
-        return TEMPLATES["granite"] if "code" in words or "granite-code" in name else None
-    return TEMPLATES["granite4"] if match.group(1) == "4" else TEMPLATES["granite"]
+def _granite(name: str) -> str | None:
+    # "granite4:tiny-h", "granite-4.0-h-micro" are Granite 4; "granite3.3:8b" and
+    # "granite-code:8b" are not, and neither is a "4b" size elsewhere in the name.
+    match = re.search(r"granite[-_]?(\d+)", name)
+    if match is not None:
+        return "granite4" if match.group(1) == "4" else "granite"
+    return "granite" if re.search(r"granite[-_]code", name) else None
 
 
 # The FIM-token spellings llama.cpp's vocab loader recognises (src/llama-vocab.cpp), by family.
