@@ -1,0 +1,199 @@
+"""The base of every HTTP backend: request building, error mapping, deadlines, cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import httpx
+
+from anyfill.daemon.backends.base import (
+    Backend,
+    BatchResult,
+    FimPrompt,
+    Plan,
+    StreamObserver,
+    Usage,
+)
+from anyfill.daemon.backends.wire import error_for_status, map_transport_errors
+from anyfill.daemon.errors import AnyfillError, BackendTimeout, ProtocolError, UnsupportedFeature
+
+__all__ = ["HttpBackend", "batch_results", "closing_stream", "join_url", "limit_stops"]
+
+T = TypeVar("T")
+
+#: Keys of ``options`` that configure anyfill itself and are never sent to the server.
+ANYFILL_OPTIONS = frozenset({"native_suffix", "max_stop"})
+
+
+@contextlib.asynccontextmanager
+async def closing_stream(chunks: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
+    """Close a backend stream on exit, so its HTTP response (and socket) closes at once
+    instead of whenever the garbage collector finalizes the generator."""
+    try:
+        yield chunks
+    finally:
+        aclose = getattr(chunks, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def join_url(base: str, default_prefix: str, path: str) -> str:
+    """``base`` + ``path``, adding ``default_prefix`` (e.g. ``/v1``) unless the base already
+    ends with a version segment (``/v1``, ``/beta``, ``/api/v1``, ``/v1beta``)."""
+    last = base.rstrip("/").rsplit("/", 1)[-1]
+    if (last.startswith("v") and last[1:2].isdigit()) or last == "beta":
+        return f"{base.rstrip('/')}{path}"
+    return f"{base.rstrip('/')}{default_prefix}{path}"
+
+
+def limit_stops(stops: Iterable[str], limit: int | None) -> list[str]:
+    """Unique non-empty stop strings in order, at most ``limit`` (servers cap the list).
+
+    Dropping some costs only tokens: the cleaner cuts at every stop of the plan anyway.
+    """
+    seen: list[str] = []
+    for stop in stops:
+        if stop and stop not in seen:
+            seen.append(stop)
+    return seen if limit is None else seen[:limit]
+
+
+class HttpBackend(Backend):
+    """Shared request plumbing; subclasses build bodies and parse their stream."""
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def key_hint(self) -> str:
+        """Appended to 'key refused' messages (where the key must come from)."""
+        return ""
+
+    def headers(self) -> dict[str, str]:
+        return {**self.auth_headers(), **self.config.headers}
+
+    def max_tokens(self, prompt: FimPrompt) -> int:
+        """The prompt's limit when the caller set one (> 0), else the backend's config."""
+        return prompt.max_tokens if prompt.max_tokens > 0 else self.config.max_tokens
+
+    def stops(self, plan_stops: Sequence[str], prompt: FimPrompt) -> list[str]:
+        """What goes on the wire: a newline first in single-line mode, then the plan's,
+        the prompt's and the config's stops."""
+        first = ["\n"] if prompt.single_line else []
+        return limit_stops([*first, *plan_stops, *prompt.stop, *self.config.stop], self.max_stop())
+
+    def max_stop(self) -> int | None:
+        value = self.config.options.get("max_stop")
+        return int(value) if value is not None else None
+
+    def with_options(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The body with the config's ``options`` merged over it (anyfill's own keys left out)."""
+        extra = {k: v for k, v in self.config.options.items() if k not in ANYFILL_OPTIONS}
+        return {**body, **extra}
+
+    @contextlib.asynccontextmanager
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        json: Any = None,
+        observer: StreamObserver | None = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[httpx.Response]:
+        """Send and yield the streaming response once its status is OK.
+
+        The response is closed when the block exits for any reason (the consumer stopped,
+        the task was cancelled): with HTTP/1.1 a half-read body closes the socket, which
+        tells the server to stop generating.
+        """
+        request = self.client.build_request(
+            method, url, json=json, params=params, headers={**self.headers(), **(headers or {})}
+        )
+        with map_transport_errors(self.name, url):
+            response = await self.client.send(request, stream=True)
+        try:
+            if observer is not None:
+                observer.on_response(response.status_code, response.headers)
+            if response.status_code >= 400:
+                with map_transport_errors(self.name, url):
+                    body = await response.aread()
+                raise error_for_status(
+                    self.name,
+                    response.status_code,
+                    response.headers,
+                    body,
+                    url=url,
+                    model=self.config.model,
+                    key_hint=self.key_hint(),
+                )
+            yield response
+        finally:
+            await response.aclose()
+
+    async def post_json(self, url: str, body: Any, observer: StreamObserver | None = None) -> Any:
+        """A non-streamed POST answered with one JSON document."""
+        from anyfill.daemon.backends.wire import parse_json
+
+        async with self.request("POST", url, json=body, observer=observer) as response:
+            with map_transport_errors(self.name, url, streaming=True):
+                raw = await response.aread()
+        return parse_json(raw.decode("utf-8", "replace"), self.name)
+
+    def deadline(self) -> float:
+        return time.monotonic() + self.config.timeouts.total_s
+
+    def check_deadline(self, deadline: float) -> None:
+        if time.monotonic() > deadline:
+            raise BackendTimeout(
+                self.name,
+                f"backend '{self.name}' took longer than timeouts.total_s "
+                f"({self.config.timeouts.total_s:g} s) for one completion",
+            )
+
+    def report_plan(self, plan: Plan, observer: StreamObserver | None) -> None:
+        if observer is not None:
+            observer.on_plan(plan)
+
+    async def complete_batch(
+        self, prompts: Sequence[FimPrompt], observer: StreamObserver | None = None
+    ) -> list[BatchResult]:
+        """Without a prompt-list API: one streamed request per prompt, run together."""
+        if not self.capabilities.prompt_list:
+            raise UnsupportedFeature(self.name, f"backend '{self.name}' cannot batch prompts")
+        return await self.batch_one_by_one(prompts)
+
+    async def batch_one_by_one(self, prompts: Sequence[FimPrompt]) -> list[BatchResult]:
+        async def one(prompt: FimPrompt) -> BatchResult:
+            try:
+                async with closing_stream(self.stream(prompt)) as chunks:
+                    return BatchResult(text="".join([chunk async for chunk in chunks]))
+            except AnyfillError as exc:
+                return BatchResult(error=exc)
+
+        return list(await asyncio.gather(*(one(p) for p in prompts)))
+
+
+def batch_results(
+    backend: str, answer: Any, count: int, observer: StreamObserver | None
+) -> list[BatchResult]:
+    """Per-prompt results of an OpenAI-style completions answer, matched by ``index``."""
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    if not isinstance(choices, list):
+        raise ProtocolError(backend, f"backend '{backend}' answered a batch without 'choices'")
+    results = [
+        BatchResult(error=ProtocolError(backend, f"backend '{backend}' left prompt {i} unanswered"))
+        for i in range(count)
+    ]
+    for position, choice in enumerate(choices):
+        index = choice.get("index", position) if isinstance(choice, dict) else None
+        if isinstance(index, int) and 0 <= index < count:
+            results[index] = BatchResult(text=str(choice.get("text") or ""))
+    usage = answer.get("usage")
+    if observer is not None and isinstance(usage, dict):
+        observer.on_usage(Usage(usage.get("prompt_tokens"), usage.get("completion_tokens")))
+    return results

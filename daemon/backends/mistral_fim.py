@@ -1,0 +1,70 @@
+"""Mistral's FIM API, ``/v1/fim/completions`` (Codestral): prompt + suffix, natively.
+
+Two hosts: ``https://codestral.mistral.ai`` takes Codestral keys, ``https://api.mistral.ai``
+takes La Plateforme keys; a key used on the wrong host is refused with a 401, so that
+message says which host goes with which key. The stream has the chat-chunk shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from anyfill.daemon.backends.base import Capabilities, FimPrompt, Plan, StreamObserver
+from anyfill.daemon.backends.common import HttpBackend, join_url, limit_stops
+from anyfill.daemon.backends.openai_completions import read_openai_stream
+
+__all__ = ["MistralFimBackend"]
+
+DEFAULT_MODEL = "codestral-latest"
+
+
+def _delta_text(choice: dict[str, Any]) -> str | None:
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        content = delta.get("content")
+        return content if isinstance(content, str) else None
+    return None
+
+
+class MistralFimBackend(HttpBackend):
+    type_name = "mistral-fim"
+    capabilities = Capabilities(native_suffix=True)
+
+    def key_hint(self) -> str:
+        return (
+            " (a Codestral key works only with https://codestral.mistral.ai, a La Plateforme "
+            "key only with https://api.mistral.ai)"
+        )
+
+    def endpoint(self) -> str:
+        return join_url(self.config.url, "/v1", "/fim/completions")
+
+    async def stream(
+        self, prompt: FimPrompt, observer: StreamObserver | None = None
+    ) -> AsyncIterator[str]:
+        deadline = self.deadline()
+        body: dict[str, Any] = {
+            "model": self.config.model or DEFAULT_MODEL,
+            "prompt": prompt.prefix,
+            "suffix": prompt.suffix,
+            "max_tokens": self.max_tokens(prompt),
+            "temperature": self.config.temperature,
+            "stream": True,
+        }
+        stops = self.stops((), prompt)
+        if stops:
+            body["stop"] = stops
+        plan = Plan(mode="native", stop=tuple(limit_stops([*prompt.stop, *self.config.stop], None)))
+        async with self.request(
+            "POST", self.endpoint(), json=self.with_options(body), observer=observer
+        ) as response:
+            self.report_plan(plan, observer)
+            async for chunk in read_openai_stream(
+                self.name, response, _delta_text, observer, lambda: self.check_deadline(deadline)
+            ):
+                yield chunk
+
+    async def health(self) -> None:
+        async with self.request("GET", join_url(self.config.url, "/v1", "/models")) as response:
+            await response.aread()

@@ -1,0 +1,78 @@
+"""OpenAI-style ``/v1/chat/completions``: infill through a chat prompt.
+
+Works with OpenAI, OpenRouter, DeepSeek, vLLM, llama.cpp, LM Studio and Ollama's
+OpenAI-compatible endpoint. The reply's text is parsed by the engine (``extract_middle``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from anyfill.daemon.backends.base import Capabilities, FimPrompt, StreamObserver
+from anyfill.daemon.backends.chat import chat_plan, chat_prompt
+from anyfill.daemon.backends.common import HttpBackend, join_url
+from anyfill.daemon.backends.openai_completions import STOP_LIMITS, read_openai_stream
+
+__all__ = ["OpenAIChatBackend"]
+
+#: Newer OpenAI models refuse ``max_tokens`` and want ``max_completion_tokens``.
+MAX_COMPLETION_TOKENS_HOSTS = ("api.openai.com",)
+
+
+def _delta_text(choice: dict[str, Any]) -> str | None:
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        content = delta.get("content")
+        return content if isinstance(content, str) else None
+    return None
+
+
+class OpenAIChatBackend(HttpBackend):
+    type_name = "openai-chat"
+    capabilities = Capabilities(chat_only=True)
+
+    def endpoint(self) -> str:
+        return join_url(self.config.url, "/v1", "/chat/completions")
+
+    def max_stop(self) -> int | None:
+        configured = super().max_stop()
+        if configured is not None:
+            return configured
+        return STOP_LIMITS.get(httpx.URL(self.config.url).host, 4)
+
+    async def stream(
+        self, prompt: FimPrompt, observer: StreamObserver | None = None
+    ) -> AsyncIterator[str]:
+        deadline = self.deadline()
+        chat = chat_prompt(prompt)
+        plan = chat_plan(prompt, self.config.stop)
+        host = httpx.URL(self.config.url).host
+        limit_key = "max_completion_tokens" if host in MAX_COMPLETION_TOKENS_HOSTS else "max_tokens"
+        body: dict[str, Any] = {
+            "messages": [
+                {"role": "system", "content": chat.system},
+                {"role": "user", "content": chat.user},
+            ],
+            limit_key: self.max_tokens(prompt),
+            "temperature": self.config.temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "stop": list(plan.stop[: self.max_stop()]),
+        }
+        if self.config.model:
+            body["model"] = self.config.model
+        async with self.request(
+            "POST", self.endpoint(), json=self.with_options(body), observer=observer
+        ) as response:
+            self.report_plan(plan, observer)
+            async for chunk in read_openai_stream(
+                self.name, response, _delta_text, observer, lambda: self.check_deadline(deadline)
+            ):
+                yield chunk
+
+    async def health(self) -> None:
+        async with self.request("GET", join_url(self.config.url, "/v1", "/models")) as response:
+            await response.aread()

@@ -1,0 +1,315 @@
+"""What every HTTP backend shares: error mapping, SSE and NDJSON parsing, retry times.
+
+Every foreign failure (httpx transport errors, HTTP error statuses, broken streams) leaves
+this module as one of ``anyfill.daemon.errors``, with a message that names the backend and
+says what to do about it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from anyfill.daemon.errors import (
+    AuthError,
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    BadRequest,
+    ModelNotFound,
+    ProtocolError,
+    RateLimited,
+    ServerError,
+    UnsupportedFeature,
+)
+
+__all__ = [
+    "SseEvent",
+    "error_for_status",
+    "error_message",
+    "iter_ndjson",
+    "iter_sse",
+    "map_transport_errors",
+    "parse_json",
+    "retry_after_seconds",
+]
+
+_MAX_MESSAGE = 300
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    event: str
+    """The ``event:`` name; ``"message"`` when the server gave none."""
+    data: str
+
+
+async def iter_sse(response: httpx.Response, backend: str) -> AsyncIterator[SseEvent]:
+    """Server-sent events from a streamed response (LF or CRLF lines).
+
+    Comment lines (``: keep-alive``) and fields other than ``event``/``data`` are skipped,
+    as the SSE spec says. A transport failure mid-stream becomes a ProtocolError.
+    """
+    event = ""
+    data: list[str] = []
+    with map_transport_errors(backend, str(response.request.url), streaming=True):
+        async for line in response.aiter_lines():
+            if not line:
+                if data:
+                    yield SseEvent(event or "message", "\n".join(data))
+                event, data = "", []
+                continue
+            if line.startswith(":"):
+                continue
+            name, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if name == "data":
+                data.append(value)
+            elif name == "event":
+                event = value
+            elif name == "error":
+                # llama.cpp reports a failure inside the stream as an "error:" line.
+                yield SseEvent("error", value)
+        if data:  # a last event without its blank line
+            yield SseEvent(event or "message", "\n".join(data))
+
+
+async def iter_ndjson(response: httpx.Response, backend: str) -> AsyncIterator[dict[str, Any]]:
+    """One JSON object per non-blank line (Ollama); a line that is not an object is an error."""
+    with map_transport_errors(backend, str(response.request.url), streaming=True):
+        async for line in response.aiter_lines():
+            if not line.strip():
+                continue
+            obj = parse_json(line, backend)
+            if not isinstance(obj, dict):
+                raise ProtocolError(
+                    backend, f"backend '{backend}' sent a line that is not an object"
+                )
+            yield obj
+
+
+def parse_json(text: str, backend: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        raise ProtocolError(
+            backend,
+            f"backend '{backend}' broke its stream format: {shown!r} is not JSON "
+            "(is the URL pointing at the right kind of server?)",
+        ) from exc
+
+
+@contextlib.contextmanager
+def map_transport_errors(backend: str, url: str, *, streaming: bool = False) -> Iterator[None]:
+    """Turn httpx transport errors into anyfill errors that say what to check."""
+    try:
+        yield
+    except httpx.ConnectTimeout as exc:
+        raise BackendTimeout(
+            backend,
+            f"backend '{backend}': connecting to {_origin(url)} timed out; check the URL and "
+            "the network, or raise timeouts.connect_s",
+        ) from exc
+    except httpx.ReadTimeout as exc:
+        raise BackendTimeout(
+            backend,
+            f"backend '{backend}' sent nothing for too long; the server may be overloaded or "
+            "loading the model (raise timeouts.first_token_s if it is just slow)",
+        ) from exc
+    except httpx.TimeoutException as exc:
+        raise BackendTimeout(backend, f"backend '{backend}': request timed out ({exc})") from exc
+    except httpx.ConnectError as exc:
+        if "Name or service not known" in str(exc) or "nodename" in str(exc):
+            message = f"backend '{backend}': cannot resolve the host of {_origin(url)}"
+        else:
+            message = (
+                f"backend '{backend}': nothing listens on {_origin(url)}; start the server "
+                "or fix the backend's url"
+            )
+        raise BackendUnavailable(backend, message) from exc
+    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        if streaming:
+            raise ProtocolError(
+                backend,
+                f"backend '{backend}' dropped the connection in the middle of the answer",
+            ) from exc
+        raise BackendUnavailable(
+            backend, f"backend '{backend}' closed the connection before answering ({exc})"
+        ) from exc
+    except httpx.TransportError as exc:
+        raise BackendUnavailable(
+            backend, f"backend '{backend}': connection to {_origin(url)} failed ({exc})"
+        ) from exc
+
+
+def _origin(url: str) -> str:
+    parsed = httpx.URL(url)
+    port = f":{parsed.port}" if parsed.port else ""
+    return f"{parsed.scheme}://{parsed.host}{port}"
+
+
+def error_message(body: bytes) -> str:
+    """The human part of an error body, whatever shape the API uses."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return _shorten(text)
+    return _shorten(_find_message(obj) or text)
+
+
+def _find_message(obj: Any) -> str:
+    if isinstance(obj, list) and obj:
+        return _find_message(obj[0])  # Gemini streams errors inside a JSON array
+    if not isinstance(obj, dict):
+        return str(obj) if isinstance(obj, str) else ""
+    error = obj.get("error")
+    if isinstance(error, str):
+        return error
+    if isinstance(error, dict):
+        return _find_message(error) or str(error.get("type", ""))
+    for key in ("message", "detail"):
+        value = obj.get(key)
+        if isinstance(value, str):
+            return value
+        if value is not None:
+            return json.dumps(value)[:_MAX_MESSAGE]
+    return ""
+
+
+def _shorten(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+
+
+def retry_after_seconds(
+    headers: Mapping[str, str], body: bytes = b"", *, now: float | None = None
+) -> float | None:
+    """When the server says to try again, in seconds from now; None when it does not say.
+
+    Reads ``retry-after-ms``, ``Retry-After`` (seconds or an HTTP date) and, in the body,
+    Gemini's ``RetryInfo.retryDelay`` (``"22s"``).
+    """
+    lower = {k.lower(): v for k, v in headers.items()}
+    if "retry-after-ms" in lower:
+        with contextlib.suppress(ValueError):
+            return max(0.0, float(lower["retry-after-ms"]) / 1000)
+    value = lower.get("retry-after")
+    if value:
+        with contextlib.suppress(ValueError):
+            return max(0.0, float(value))
+        parsed = _http_date(value)
+        if parsed is not None:
+            return max(0.0, parsed - (time.time() if now is None else now))
+    return _retry_delay_in_body(body)
+
+
+def _http_date(value: str) -> float | None:
+    try:
+        return email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def _retry_delay_in_body(body: bytes) -> float | None:
+    if b"retryDelay" not in body:
+        return None
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(obj, list) and obj:
+        obj = obj[0]
+    details = (obj.get("error") or {}).get("details") if isinstance(obj, dict) else None
+    for detail in details or ():
+        delay = detail.get("retryDelay") if isinstance(detail, dict) else None
+        if isinstance(delay, str):
+            match = _DURATION.match(delay)
+            if match:
+                scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match.group(2) or "s"]
+                return float(match.group(1)) * scale
+    return None
+
+
+def error_for_status(
+    backend: str,
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    url: str,
+    model: str = "",
+    key_hint: str = "",
+) -> BackendError:
+    """The anyfill error for an HTTP error answer; the message names the backend and the fix.
+
+    ``key_hint`` is appended to auth failures (e.g. which host a Codestral key works on).
+    """
+    detail = error_message(body)
+    said = f" (server said: {detail})" if detail else ""
+    lowered = detail.lower()
+    if status in (401, 403) or _is_bad_key(lowered, body):
+        fix = (
+            f"; store a valid key with 'anyfill config set-key {backend}' or set the "
+            "backend's key_env variable"
+        )
+        return AuthError(
+            backend,
+            f"the API key for backend '{backend}' was refused{said}{fix}{key_hint}",
+            status=status,
+        )
+    if status == 429 or (status in (503, 529) and "rate" in lowered):
+        retry = retry_after_seconds(headers, body)
+        when = f"; retry in {retry:g} s" if retry is not None else ""
+        return RateLimited(
+            backend,
+            f"backend '{backend}' is rate limited{when}{said}",
+            retry_after=retry,
+            status=status,
+        )
+    if status == 404:
+        if model and ("model" in lowered or "not found" in lowered or "not_found" in lowered):
+            return ModelNotFound(
+                backend,
+                f"model '{model}' not found on backend '{backend}'{said}; check the model "
+                "name (for Ollama: 'ollama pull' it)",
+                status=status,
+            )
+        return ModelNotFound(
+            backend,
+            f"backend '{backend}' has no {httpx.URL(url).path} (404){said}; is the url right "
+            "and is this the right backend type?",
+            status=status,
+        )
+    if status == 501:
+        return UnsupportedFeature(
+            backend, f"backend '{backend}' does not support this{said}", status=status
+        )
+    if status in (400, 413, 422):
+        if model and "model" in lowered and ("not exist" in lowered or "not found" in lowered):
+            return ModelNotFound(
+                backend, f"model '{model}' not found on backend '{backend}'{said}", status=status
+            )
+        return BadRequest(backend, f"backend '{backend}' rejected the request{said}", status=status)
+    if status == 408 or status >= 500 or status == 499:
+        return ServerError(
+            backend, f"backend '{backend}' failed with HTTP {status}{said}", status=status
+        )
+    return BadRequest(backend, f"backend '{backend}' answered HTTP {status}{said}", status=status)
+
+
+def _is_bad_key(lowered: str, body: bytes) -> bool:
+    # Gemini answers a bad key with a 400 INVALID_ARGUMENT whose reason is API_KEY_INVALID.
+    return b"API_KEY_INVALID" in body or "api key not valid" in lowered
