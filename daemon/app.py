@@ -1,22 +1,106 @@
-"""The composition root: builds the daemon from the settings and owns start and stop."""
+"""The composition root: builds the daemon from the settings and owns start and stop.
+
+``anyfill run --headless``: hotkeys, capture, completion and insertion, no tray.
+The desktop is opened first so a missing display fails at once with a clear message.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+import sys
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
 
-from anyfill.config.model import Settings
+from anyfill.config.model import CaptureStrategy, Settings
+from anyfill.daemon.capture.accessibility import AccessibilityCapture
+from anyfill.daemon.capture.base import Strategy
+from anyfill.daemon.capture.clipboard_mode import ClipboardCapture
+from anyfill.daemon.capture.keyboard import KeyboardCapture
+from anyfill.daemon.completion import Completer
+from anyfill.daemon.desktop import Desktop
+from anyfill.daemon.errors import DesktopUnavailable
+from anyfill.daemon.hotkeys import Action, bindings_from
 from anyfill.daemon.log import setup_logging
+from anyfill.daemon.pipeline import Pipeline
 
 log = logging.getLogger("anyfill.app")
 
+CompleterFactory = Callable[[Settings], Any]
+"""Builds an async context manager that is (or yields) a Completer."""
 
-async def serve(settings: Settings, stop: asyncio.Event) -> None:
+
+def open_desktop(
+    settings: Settings, on_trigger: Callable[[Action], None]
+) -> AbstractAsyncContextManager[Desktop]:
+    """The platform's desktop; only X11 is implemented so far."""
+    bindings = bindings_from(
+        settings.hotkeys.complete, settings.hotkeys.preview, settings.hotkeys.cancel
+    )
+    if sys.platform.startswith("linux"):
+        if not os.environ.get("DISPLAY"):
+            wayland = (
+                " (Wayland sessions need Xwayland and DISPLAY)"
+                if os.environ.get("WAYLAND_DISPLAY")
+                else ""
+            )
+            raise DesktopUnavailable(f"no X display: DISPLAY is not set{wayland}")
+        from anyfill.daemon.x11.desktop import X11Desktop
+
+        return X11Desktop(bindings, on_trigger)
+    raise DesktopUnavailable(
+        f"the desktop path (hotkeys, capture, insertion) is not implemented on {sys.platform} yet"
+    )
+
+
+def capture_strategies(desktop: Desktop, settings: Settings) -> dict[CaptureStrategy, Strategy]:
+    strategies: dict[CaptureStrategy, Strategy] = {
+        "keyboard": KeyboardCapture(desktop, settings.capture),
+        "clipboard": ClipboardCapture(desktop, settings.capture),
+    }
+    accessibility = AccessibilityCapture(settings.capture)
+    if accessibility.unavailable:
+        if "accessibility" in settings.capture.strategies:
+            log.info("accessibility capture is off: %s", accessibility.unavailable)
+    else:
+        strategies["accessibility"] = accessibility
+    return strategies
+
+
+def default_completer(settings: Settings) -> Any:
+    from anyfill.daemon.engine import Engine  # type: ignore[import-not-found, unused-ignore]
+
+    return Engine(settings)
+
+
+async def serve(
+    settings: Settings,
+    stop: asyncio.Event,
+    completer_factory: CompleterFactory = default_completer,
+) -> None:
     """Run until ``stop`` is set."""
-    chain = ", ".join(settings.routing.default)
-    log.info("anyfill is running; backends in order: %s", chain)
-    await stop.wait()
+    pipelines: list[Pipeline] = []
+
+    def on_trigger(action: Action) -> None:
+        for pipeline in pipelines:
+            pipeline.trigger(action)
+
+    async with open_desktop(settings, on_trigger) as desktop:
+        manager = completer_factory(settings)
+        async with manager as entered:
+            completer: Completer = entered if entered is not None else manager
+            pipeline = Pipeline(desktop, completer, settings, capture_strategies(desktop, settings))
+            pipelines.append(pipeline)
+            chain = ", ".join(settings.routing.default)
+            log.info("anyfill is running; backends in order: %s", chain)
+            try:
+                await stop.wait()
+            finally:
+                pipelines.clear()
+                await pipeline.aclose()
     log.info("anyfill stopped")
 
 

@@ -20,7 +20,9 @@ exceptions (httpx, OS, keyring, pydantic) are mapped to these at the boundary wi
     │   ├── BadRequest                400 / 422: the request itself is wrong
     │   └── UnsupportedFeature        501, or a field the server rejects (e.g. suffix)
     ├── RequestDropped                a request never ran: superseded, cancelled, past deadline
+    ├── DesktopUnavailable            no display / no permission for hotkeys and keys
     ├── CaptureError                  the text around the caret could not be read
+    │   └── SecureField               the caret is in a password field: never read it
     ├── InsertError                   the completion could not be inserted
     │   └── FocusChanged              the focused window is not the captured one
     └── BusError                      MQTT broker problems
@@ -41,6 +43,7 @@ __all__ = [
     "BusError",
     "CaptureError",
     "ConfigError",
+    "DesktopUnavailable",
     "FocusChanged",
     "InsertError",
     "ModelNotFound",
@@ -48,6 +51,7 @@ __all__ = [
     "ProtocolError",
     "RateLimited",
     "RequestDropped",
+    "SecureField",
     "ServerError",
     "UnsupportedFeature",
 ]
@@ -151,8 +155,16 @@ class RequestDropped(AnyfillError):
         super().__init__(f"request {request_id} dropped: {reason}")
 
 
+class DesktopUnavailable(AnyfillError):
+    """The desktop cannot be driven: no display, or the OS refused the permissions."""
+
+
 class CaptureError(AnyfillError):
     pass
+
+
+class SecureField(CaptureError):
+    """The focused field holds a password; anyfill neither reads nor types there."""
 
 
 class InsertError(AnyfillError):

@@ -1,0 +1,115 @@
+"""Accessibility capture on Linux: AT-SPI's Text interface, no keys and no clipboard.
+
+Optional: needs PyGObject with the Atspi typelib (``gir1.2-atspi-2.0``) and an
+accessibility bus; detected at run time. Applications must expose their text (Qt with
+``QT_LINUX_ACCESSIBILITY_ALWAYS_ON=1``, GTK by default, Chromium with
+``--force-renderer-accessibility``). A password field stops the capture chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from anyfill.config.model import CaptureConfig, CaptureStrategy
+from anyfill.daemon.apprules import AppSettings
+from anyfill.daemon.capture.base import Captured, trimmed
+from anyfill.daemon.context import CaretRect
+from anyfill.daemon.desktop import Target
+from anyfill.daemon.errors import CaptureError, SecureField
+
+log = logging.getLogger("anyfill.capture.atspi")
+
+TIMEOUT_S = 0.5
+MAX_NODES = 2000
+
+
+def load_atspi() -> tuple[Any, str]:
+    """The Atspi module, or None and the reason it is missing."""
+    try:
+        import gi  # type: ignore[import-not-found, unused-ignore]
+
+        gi.require_version("Atspi", "2.0")
+        from gi.repository import Atspi  # type: ignore[import-not-found, unused-ignore]
+    except (ImportError, ValueError) as exc:
+        return None, f"AT-SPI is not installed ({exc}); install PyGObject and gir1.2-atspi-2.0"
+    return Atspi, ""
+
+
+class AccessibilityCapture:
+    name: CaptureStrategy = "accessibility"
+
+    def __init__(self, config: CaptureConfig) -> None:
+        self._config = config
+        self._atspi, self.unavailable = load_atspi()
+
+    async def capture(self, target: Target, app: AppSettings) -> Captured:
+        if self._atspi is None:
+            raise CaptureError(self.unavailable)
+        if target.pid is None:
+            raise CaptureError("the window names no process")
+        try:
+            found = await asyncio.wait_for(asyncio.to_thread(self._read, target.pid), TIMEOUT_S)
+        except TimeoutError as exc:
+            raise CaptureError("the application did not answer over AT-SPI") from exc
+        prefix, suffix, caret = found
+        captured = trimmed(
+            prefix,
+            suffix,
+            target,
+            "accessibility",
+            max_prefix=self._config.max_prefix_chars,
+            max_suffix=self._config.max_suffix_chars,
+        )
+        if caret is not None:
+            from dataclasses import replace
+
+            captured = Captured(
+                replace(captured.context, caret=caret),
+                captured.whole_prefix,
+                captured.whole_suffix,
+            )
+        return captured
+
+    def _read(self, pid: int) -> tuple[str, str, CaretRect | None]:
+        atspi = self._atspi
+        desktop = atspi.get_desktop(0)
+        for index in range(desktop.get_child_count()):
+            app = desktop.get_child_at_index(index)
+            if app is not None and app.get_process_id() == pid:
+                node = _focused(atspi, app)
+                if node is not None:
+                    return _text_around_caret(atspi, node)
+        raise CaptureError("the application exposes no focused text field over AT-SPI")
+
+
+def _focused(atspi: Any, root: Any) -> Any:
+    """Breadth-first search for the focused node, bounded so a huge tree cannot hang us."""
+    queue, seen = [root], 0
+    while queue and seen < MAX_NODES:
+        node = queue.pop(0)
+        seen += 1
+        states = node.get_state_set()
+        if states.contains(atspi.StateType.FOCUSED) and node.get_text_iface() is not None:
+            return node
+        queue.extend(
+            child
+            for child in (node.get_child_at_index(i) for i in range(node.get_child_count()))
+            if child is not None
+        )
+    return None
+
+
+def _text_around_caret(atspi: Any, node: Any) -> tuple[str, str, CaretRect | None]:
+    if node.get_role() == atspi.Role.PASSWORD_TEXT:
+        raise SecureField("the caret is in a password field")
+    text = node.get_text_iface()
+    count = text.get_character_count()
+    caret = text.get_caret_offset()
+    if caret < 0:
+        raise CaptureError("the text field reports no caret")
+    whole = text.get_text(0, count)
+    rect = text.get_character_extents(caret, atspi.CoordType.SCREEN)
+    box = CaretRect(rect.x, rect.y, max(rect.width, 1), rect.height) if rect.height > 0 else None
+    return whole[:caret], whole[caret:], box

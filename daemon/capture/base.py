@@ -1,0 +1,80 @@
+"""The capture chain: strategies tried in the configured order until one answers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from anyfill.config.model import CaptureStrategy
+from anyfill.daemon.apprules import AppSettings
+from anyfill.daemon.context import Context
+from anyfill.daemon.desktop import Target
+from anyfill.daemon.errors import CaptureError, SecureField
+
+log = logging.getLogger("anyfill.capture")
+
+
+@dataclass(frozen=True)
+class Captured:
+    """The context sent to the backend plus the untrimmed text (clipboard mode returns it)."""
+
+    context: Context
+    whole_prefix: str
+    whole_suffix: str
+
+
+class Strategy(Protocol):
+    name: CaptureStrategy
+
+    async def capture(self, target: Target, app: AppSettings) -> Captured:
+        """Read the text around the caret, or raise CaptureError saying why not."""
+        ...
+
+
+def trimmed(
+    prefix: str,
+    suffix: str,
+    target: Target,
+    method: CaptureStrategy,
+    *,
+    max_prefix: int,
+    max_suffix: int,
+) -> Captured:
+    context = Context(
+        prefix=prefix[len(prefix) - max_prefix :] if max_prefix else "",
+        suffix=suffix[:max_suffix],
+        app=target.app,
+        window_id=target.window_id,
+        method=method,
+    )
+    return Captured(context, prefix, suffix)
+
+
+async def capture(
+    target: Target, app: AppSettings, strategies: Mapping[CaptureStrategy, Strategy]
+) -> Captured:
+    """Try ``app.capture`` in order; a password field stops the chain at once."""
+    reasons: list[str] = []
+    for name in app.capture:
+        strategy = strategies.get(name)
+        if strategy is None:
+            reasons.append(f"{name}: not available here")
+            continue
+        try:
+            captured = await strategy.capture(target, app)
+        except SecureField:
+            raise
+        except CaptureError as exc:
+            log.debug("capture by %s failed: %s", name, exc)
+            reasons.append(f"{name}: {exc}")
+            continue
+        log.debug(
+            "captured by %s: prefix %d, suffix %d chars",
+            name,
+            len(captured.context.prefix),
+            len(captured.context.suffix),
+        )
+        return captured
+    raise CaptureError("could not read the text around the caret (" + "; ".join(reasons) + ")")

@@ -1,0 +1,90 @@
+"""Keyboard capture: select to the document (or line) edge, copy, collapse the selection back.
+
+Before each copy we own CLIPBOARD and PRIMARY with a sentinel. Any selection makes the
+application take PRIMARY, and the copy makes it take CLIPBOARD, so losing either within
+``empty_timeout_ms`` means there was text; losing neither means the caret sits at that
+edge, and then the collapse key is not pressed (it would move the caret). The user's
+clipboard and PRIMARY are saved first and put back afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from anyfill.config.model import CaptureConfig, CaptureStrategy
+from anyfill.daemon.apprules import AppSettings
+from anyfill.daemon.capture.base import Captured, trimmed
+from anyfill.daemon.desktop import ClipSnapshot, Desktop, Target
+from anyfill.daemon.errors import CaptureError
+
+log = logging.getLogger("anyfill.capture.keyboard")
+
+SELECT = {
+    "document": ("<ctrl>+<shift>+<home>", "<ctrl>+<shift>+<end>"),
+    "line": ("<shift>+<home>", "<shift>+<end>"),
+}
+# Right collapses a selection to its end, Left to its start, in every toolkit we test.
+COLLAPSE_PREFIX = "<right>"
+COLLAPSE_SUFFIX = "<left>"
+
+
+class KeyboardCapture:
+    name: CaptureStrategy = "keyboard"
+
+    def __init__(self, desktop: Desktop, config: CaptureConfig) -> None:
+        self._desktop = desktop
+        self._config = config
+
+    async def capture(self, target: Target, app: AppSettings) -> Captured:
+        clipboard = self._desktop.clipboard
+        saved_clipboard = await clipboard.snapshot("clipboard")
+        saved_primary = await clipboard.snapshot("primary")
+        select_prefix, select_suffix = SELECT[self._config.scope]
+        try:
+            prefix = await self._copy_side(select_prefix, COLLAPSE_PREFIX, app.copy_keys)
+            suffix = await self._copy_side(select_suffix, COLLAPSE_SUFFIX, app.copy_keys)
+        finally:
+            await clipboard.restore("clipboard", saved_clipboard)
+            await clipboard.restore("primary", saved_primary)
+        return trimmed(
+            prefix,
+            suffix,
+            target,
+            "keyboard",
+            max_prefix=self._config.max_prefix_chars,
+            max_suffix=self._config.max_suffix_chars,
+        )
+
+    async def _copy_side(self, select: str, collapse: str, copy: str) -> str:
+        keys, clipboard = self._desktop.keys, self._desktop.clipboard
+        sentinel = ClipSnapshot.from_text(f"anyfill-sentinel-{uuid.uuid4().hex}")
+        clip_offer = await clipboard.offer("clipboard", sentinel)
+        primary_offer = await clipboard.offer("primary", sentinel)
+        await keys.press(select)
+        await keys.press(copy)
+        selected = await _first(
+            (clip_offer.lost, primary_offer.lost), self._config.empty_timeout_ms / 1000
+        )
+        if not selected:
+            return ""  # nothing to select: the caret is at this edge
+        copied = await _first((clip_offer.lost,), self._config.copy_timeout_ms / 1000)
+        text = await clipboard.read_text("clipboard", self._config.copy_timeout_ms / 1000)
+        await keys.press(collapse)
+        if not copied or text is None:
+            raise CaptureError(f"the application did not copy the selection with {copy}")
+        return text
+
+
+async def _first(events: tuple[asyncio.Event, ...], timeout_s: float) -> bool:
+    """True as soon as one of ``events`` is set, False after ``timeout_s``."""
+    if any(event.is_set() for event in events):
+        return True
+    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        done, _ = await asyncio.wait(waiters, timeout=timeout_s, return_when="FIRST_COMPLETED")
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+    return bool(done)

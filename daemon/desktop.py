@@ -1,0 +1,147 @@
+"""The ports between the desktop path's logic and a platform: keys, clipboard, windows.
+
+Capture strategies, insertion and the pipeline only talk to these protocols; the X11
+implementation lives in :mod:`anyfill.daemon.x11`. Other platforms plug in here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+Which = Literal["clipboard", "primary"]
+"""``primary`` is X11's middle-click selection; platforms without one ignore it."""
+
+Value = bytes | tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ClipSnapshot:
+    """Everything a clipboard owner offered: format name -> (type name, bits, data).
+
+    ``items`` empty means the clipboard had no owner; restoring then clears it.
+    """
+
+    items: dict[str, tuple[str, int, Value]] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.items
+
+    def text(self) -> str | None:
+        for target in ("UTF8_STRING", "text/plain;charset=utf-8", "text/plain", "TEXT", "STRING"):
+            data = self.items.get(target, ("", 0, b""))[2]
+            if target in self.items and isinstance(data, bytes):
+                return data.decode("latin-1" if target == "STRING" else "utf-8", "replace")
+        return None
+
+    @classmethod
+    def from_text(cls, text: str) -> ClipSnapshot:
+        data = text.encode("utf-8")
+        items: dict[str, tuple[str, int, Value]] = {
+            "UTF8_STRING": ("UTF8_STRING", 8, data),
+            "text/plain;charset=utf-8": ("text/plain;charset=utf-8", 8, data),
+            "text/plain": ("text/plain", 8, data),
+            "TEXT": ("UTF8_STRING", 8, data),
+        }
+        # STRING is Latin-1 only; clients that can read Unicode ask for UTF8_STRING.
+        with contextlib.suppress(UnicodeEncodeError):
+            items["STRING"] = ("STRING", 8, text.encode("latin-1"))
+        return cls(items)
+
+
+@dataclass
+class Offer:
+    """Our ownership of a clipboard: who fetched it, and whether someone took it over."""
+
+    snapshot: ClipSnapshot
+    fetches: int = 0
+    last_fetch: float = 0.0
+    fetched: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set on every data fetch; waiters clear it to see the next one."""
+    lost: asyncio.Event = field(default_factory=asyncio.Event)
+    """Another program became the owner (the user or an application copied)."""
+
+    def note_fetch(self) -> None:
+        self.fetches += 1
+        self.last_fetch = time.monotonic()
+        self.fetched.set()
+
+
+@dataclass(frozen=True)
+class Target:
+    """The focused window the user pressed the hotkey in."""
+
+    window_id: int
+    app: str = ""
+    """Window class (X11 WM_CLASS class part), the name app rules match first."""
+    instance: str = ""
+    process: str = ""
+    title: str = ""
+    pid: int | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name an app rule may match: class, instance, process."""
+        return tuple(name for name in (self.app, self.instance, self.process) if name)
+
+
+class Keys(Protocol):
+    @property
+    def injecting(self) -> bool:
+        """True while we send key events (hotkey sources ignore those)."""
+        ...
+
+    async def press(self, chord: str) -> None:
+        """Press and release a chord written like ``<ctrl>+<shift>+<home>``."""
+        ...
+
+    def can_type(self, text: str) -> bool:
+        """True when every character of ``text`` has a key on the current layout."""
+        ...
+
+    async def type_text(self, text: str) -> None: ...
+
+    async def wait_released(self, timeout_s: float) -> bool:
+        """Wait until the user let go of every key; False when the wait timed out."""
+        ...
+
+
+class Clipboard(Protocol):
+    async def snapshot(self, which: Which) -> ClipSnapshot: ...
+
+    async def offer(self, which: Which, snapshot: ClipSnapshot, reader: int | None = None) -> Offer:
+        """Become the owner of ``which`` serving ``snapshot`` until someone else copies.
+
+        With ``reader`` (a window id) only fetches by the program owning that window
+        count in ``Offer.fetched``: clipboard managers read every new clipboard too.
+        """
+        ...
+
+    async def restore(self, which: Which, snapshot: ClipSnapshot) -> None:
+        """Put ``snapshot`` back (an empty one clears the clipboard)."""
+        ...
+
+    def current_offer(self, which: Which) -> Offer | None:
+        """Our live offer for ``which``, or None when another program owns it."""
+        ...
+
+    async def read_text(self, which: Which, timeout_s: float) -> str | None: ...
+
+
+class Windows(Protocol):
+    def focused(self) -> Target | None: ...
+
+    def is_password_field(self, target: Target) -> bool | None:
+        """True/False where the platform can tell (accessibility), else None."""
+        ...
+
+
+@dataclass(frozen=True)
+class Desktop:
+    keys: Keys
+    clipboard: Clipboard
+    windows: Windows

@@ -1,0 +1,44 @@
+"""Puts a completion into the target: per-app method, focus guard, clipboard kept."""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+from anyfill.config.model import InsertConfig
+from anyfill.daemon.apprules import AppSettings
+from anyfill.daemon.desktop import Desktop, Target
+from anyfill.daemon.inject.focus import ensure_focus
+from anyfill.daemon.inject.paste import paste
+from anyfill.daemon.inject.policy import Method, choose
+
+log = logging.getLogger("anyfill.inject")
+
+
+class Inserter:
+    def __init__(self, desktop: Desktop, config: InsertConfig) -> None:
+        self._desktop = desktop
+        self._config = config
+
+    async def insert(self, text: str, target: Target, app: AppSettings) -> Method:
+        """Insert ``text`` at the caret of ``target``; FocusChanged if it lost the focus."""
+        guard = partial(ensure_focus, self._desktop.windows, target.window_id)
+        guard()
+        method, why = choose(app.mode, text, self._config.type_max_chars)
+        if method == "type" and not self._desktop.keys.can_type(text):
+            method, why = "paste", "the keyboard layout lacks a key for some characters"
+        if why:
+            log.info("%s: %s", method, why)
+        if method == "type":
+            await self._desktop.keys.type_text(text)
+            return method
+        await paste(
+            self._desktop,
+            text,
+            app.paste_keys,
+            restore=self._config.restore_clipboard,
+            restore_timeout_s=self._config.restore_timeout_ms / 1000,
+            guard=guard,
+            reader=target.window_id,
+        )
+        return method

@@ -1,0 +1,191 @@
+"""One hotkey press end to end: wait for the keys, capture, complete, guard focus, insert.
+
+A newer press supersedes the running one (its request is cancelled); the cancel hotkey
+stops it. Capture and insertion are never interrupted half-way: they send keys and own
+the clipboard, so a cancel waits for them to finish (they take tens of milliseconds)
+and takes effect right after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+from anyfill.config.model import CaptureStrategy, Settings
+from anyfill.daemon import apprules
+from anyfill.daemon.capture.base import Captured, Strategy, capture
+from anyfill.daemon.completion import Completer, CompletionRequest
+from anyfill.daemon.desktop import ClipSnapshot, Desktop
+from anyfill.daemon.errors import AnyfillError, FocusChanged, SecureField
+from anyfill.daemon.hotkeys import Action
+from anyfill.daemon.inject.inserter import Inserter
+from anyfill.daemon.log import Private
+
+log = logging.getLogger("anyfill.pipeline")
+
+T = TypeVar("T")
+Status = Literal["inserted", "clipboard", "kept", "empty", "skipped", "failed", "cancelled"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one press; the history the tray shows and tests read in the log."""
+
+    action: Action
+    status: Status
+    reason: str = ""
+    app: str = ""
+    middle: str | None = None
+    """The completion, kept even when it was not inserted (focus moved)."""
+    method: str = ""
+    ms: float = 0.0
+
+
+class Pipeline:
+    def __init__(
+        self,
+        desktop: Desktop,
+        completer: Completer,
+        settings: Settings,
+        strategies: Mapping[CaptureStrategy, Strategy],
+    ) -> None:
+        self._desktop = desktop
+        self._completer = completer
+        self._settings = settings
+        self._strategies = strategies
+        self._inserter = Inserter(desktop, settings.insert)
+        self._current: asyncio.Task[Outcome] | None = None
+        self._request_id: str | None = None
+        self.history: deque[Outcome] = deque(maxlen=max(settings.ui.history_size, 1))
+
+    def trigger(self, action: Action) -> None:
+        """Called on the loop thread for each hotkey press."""
+        log.debug("hotkey: %s", action)
+        if action == "cancel":
+            self.cancel()
+            return
+        previous = self._current
+        if previous is not None and not previous.done():
+            log.info("a newer hotkey press supersedes the running completion")
+            self.cancel()
+        self._current = asyncio.get_running_loop().create_task(
+            self._run(action, previous, time.monotonic()), name=f"anyfill-{action}"
+        )
+
+    def cancel(self) -> None:
+        task = self._current
+        if task is not None and not task.done():
+            task.cancel()
+            if self._request_id is not None:
+                asyncio.get_running_loop().create_task(self._completer.cancel(self._request_id))
+
+    async def aclose(self) -> None:
+        self.cancel()
+        if self._current is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._current
+
+    async def _run(
+        self, action: Action, previous: asyncio.Task[Outcome] | None, started: float
+    ) -> Outcome:
+        if previous is not None:
+            # Let the superseded press finish any capture or insertion it is inside.
+            await asyncio.wait([previous])
+        try:
+            outcome = await self._press(action, started)
+        except asyncio.CancelledError:
+            self._record(Outcome(action, "cancelled", "cancelled", ms=_ms(started)))
+            raise
+        self._record(outcome)
+        return outcome
+
+    def _record(self, outcome: Outcome) -> None:
+        self.history.append(outcome)
+        level = logging.INFO if outcome.status in ("inserted", "clipboard") else logging.WARNING
+        log.log(
+            level,
+            "outcome=%s app=%s method=%s ms=%.1f chars=%d%s",
+            outcome.status,
+            outcome.app or "-",
+            outcome.method or "-",
+            outcome.ms,
+            len(outcome.middle or ""),
+            f" reason={outcome.reason}" if outcome.reason else "",
+        )
+
+    async def _press(self, action: Action, started: float) -> Outcome:
+        desktop, settings = self._desktop, self._settings
+        timeout = settings.hotkeys.modifier_release_timeout_ms / 1000
+        if not await desktop.keys.wait_released(timeout):
+            return Outcome(action, "failed", "keys were still held; release them and try again")
+        target = desktop.windows.focused()
+        if target is None:
+            return Outcome(action, "failed", "no window has the keyboard focus")
+        app = apprules.resolve(target, settings.insert, settings.capture.strategies)
+        if app.disabled:
+            return Outcome(
+                action, "skipped", f"disabled for this app by rule {app.rule!r}", target.app
+            )
+        if desktop.windows.is_password_field(target):
+            return Outcome(action, "skipped", "the caret is in a password field", target.app)
+        if action == "preview":
+            log.info("no preview window in headless mode; inserting directly")
+        try:
+            captured = await _uninterrupted(capture(target, app, self._strategies))
+            request = CompletionRequest(context=captured.context)
+            self._request_id = request.id
+            log.debug(
+                "request %s: prefix %s, suffix %s",
+                request.id,
+                Private(captured.context.prefix),
+                Private(captured.context.suffix),
+            )
+            completion = await self._completer.complete(request)
+        except SecureField as exc:
+            return Outcome(action, "skipped", str(exc), target.app)
+        except AnyfillError as exc:
+            return Outcome(action, "failed", str(exc), target.app, ms=_ms(started))
+        finally:
+            self._request_id = None
+        middle = completion.middle
+        if not middle:
+            return Outcome(action, "empty", "the backend had nothing to add", target.app, "")
+        if captured.context.method == "clipboard":
+            await self._deliver_to_clipboard(captured, middle)
+            return Outcome(action, "clipboard", "", target.app, middle, "clipboard", _ms(started))
+        try:
+            method = await _uninterrupted(self._inserter.insert(middle, target, app))
+        except FocusChanged as exc:
+            return Outcome(action, "kept", str(exc), target.app, middle, ms=_ms(started))
+        except AnyfillError as exc:
+            return Outcome(action, "failed", str(exc), target.app, middle, ms=_ms(started))
+        return Outcome(action, "inserted", "", target.app, middle, method, _ms(started))
+
+    async def _deliver_to_clipboard(self, captured: Captured, middle: str) -> None:
+        """Clipboard mode: the completed text replaces what the user copied."""
+        whole = captured.whole_prefix + middle + captured.whole_suffix
+        await self._desktop.clipboard.offer("clipboard", ClipSnapshot.from_text(whole))
+
+
+async def _uninterrupted(step: Awaitable[T]) -> T:
+    """Run ``step`` to its end even if we are cancelled meanwhile, then honour the cancel."""
+    task = asyncio.ensure_future(step)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([task])
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("a step finished with an error while cancelling: %s", task.exception())
+        raise
+
+
+def _ms(started: float) -> float:
+    return (time.monotonic() - started) * 1000

@@ -1,0 +1,49 @@
+"""Builds the X11 desktop: one connection shared by keys, clipboard, windows and hotkeys."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from types import TracebackType
+
+from anyfill.daemon.desktop import Desktop
+from anyfill.daemon.hotkeys import Action, Hotkey, Trigger
+from anyfill.daemon.x11.connection import XConnection
+from anyfill.daemon.x11.grab import X11Hotkeys
+from anyfill.daemon.x11.keyboard import X11Keys
+from anyfill.daemon.x11.selection import X11Clipboard
+from anyfill.daemon.x11.windows import X11Windows
+
+
+class X11Desktop:
+    """``async with X11Desktop(bindings, on_trigger) as desktop:`` grabs hotkeys and serves."""
+
+    def __init__(
+        self,
+        bindings: Mapping[Action, Hotkey],
+        on_trigger: Trigger,
+        display_name: str | None = None,
+    ) -> None:
+        self._bindings = bindings
+        self._on_trigger = on_trigger
+        self._conn = XConnection(display_name)
+        self._stack = AsyncExitStack()
+
+    async def __aenter__(self) -> Desktop:
+        async with AsyncExitStack() as stack:
+            await stack.enter_async_context(self._conn)
+            keys = X11Keys(self._conn)
+            desktop = Desktop(keys, X11Clipboard(self._conn), X11Windows(self._conn))
+            await stack.enter_async_context(
+                X11Hotkeys(self._conn, keys, self._bindings, self._on_trigger)
+            )
+            self._stack = stack.pop_all()
+        return desktop
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._stack.aclose()

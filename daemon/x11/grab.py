@@ -1,0 +1,124 @@
+"""Global hotkeys on X11 with XGrabKey: only the combination is taken from the focused app."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any
+
+from anyfill.daemon.errors import DesktopUnavailable
+from anyfill.daemon.hotkeys import Action, Hotkey, Trigger
+from anyfill.daemon.x11.connection import XConnection
+from anyfill.daemon.x11.keyboard import X11Keys
+
+log = logging.getLogger("anyfill.x11.grab")
+
+
+class X11Hotkeys:
+    """Grabs each hotkey on the root window, with every Caps Lock / Num Lock variant.
+
+    The X server delivers a grabbed press only to us; the application under the caret
+    never sees it. Presses while we inject keys and auto-repeat presses are ignored.
+    """
+
+    def __init__(
+        self,
+        conn: XConnection,
+        keys: X11Keys,
+        bindings: Mapping[Action, Hotkey],
+        on_trigger: Trigger,
+    ) -> None:
+        self._conn = conn
+        self._keys = keys
+        self._bindings = dict(bindings)
+        self._on_trigger = on_trigger
+        self._grabs: dict[tuple[int, int], Action] = {}
+        self._relevant = 0
+        self._last_release: dict[int, int] = {}
+        self._unsubscribe: list[Callable[[], None]] = []
+
+    def _modifier_masks(self) -> dict[str, int]:
+        """Which ModN bit carries Alt, Super and Num Lock on this server's map."""
+        from Xlib import X
+
+        display = self._conn.display
+        wanted = {
+            "alt": self._keys.keycode("alt"),
+            "cmd": self._keys.keycode("cmd"),
+            "numlock": int(display.keysym_to_keycode(self._keys.keysym("Num_Lock"))),
+        }
+        masks = {"ctrl": X.ControlMask, "shift": X.ShiftMask, "alt": X.Mod1Mask}
+        masks.update({"cmd": X.Mod4Mask, "numlock": X.Mod2Mask})
+        for index, codes in enumerate(display.get_modifier_mapping()):
+            for name, code in wanted.items():
+                if code and code in codes:
+                    masks[name] = 1 << index
+        return masks
+
+    async def __aenter__(self) -> X11Hotkeys:
+        from Xlib import X, error
+
+        masks = self._modifier_masks()
+        self._relevant = masks["ctrl"] | masks["shift"] | masks["alt"] | masks["cmd"]
+        ignored = [0, X.LockMask, masks["numlock"], X.LockMask | masks["numlock"]]
+        root = self._conn.root
+        for action, hotkey in self._bindings.items():
+            modifiers = 0
+            for mod in hotkey.modifiers:
+                modifiers |= masks[mod]
+            keycode = self._keys.keycode(hotkey.key)
+            catch = error.CatchError(error.BadAccess)
+            for extra in ignored:
+                root.grab_key(
+                    keycode, modifiers | extra, False, X.GrabModeAsync, X.GrabModeAsync, catch
+                )
+            self._conn.display.sync()
+            if catch.get_error():
+                for extra in ignored:
+                    root.ungrab_key(keycode, modifiers | extra)
+                message = f"hotkey {hotkey} ({action}) is taken by another program"
+                if action == "complete":
+                    raise DesktopUnavailable(f"{message}; choose another in [hotkeys]")
+                log.warning("%s; it is disabled", message)
+                continue
+            self._grabs[(keycode, modifiers)] = action
+            log.info("hotkey %s: %s", hotkey, action)
+        self._unsubscribe = [
+            self._conn.on(X.KeyPress, self._on_press),
+            self._conn.on(X.KeyRelease, self._on_release),
+        ]
+        self._conn.flush()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        if self._conn.display is None:
+            return
+        from Xlib import X
+
+        for keycode, modifiers in self._grabs:
+            for extra in (0, X.LockMask, X.Mod2Mask, X.LockMask | X.Mod2Mask):
+                self._conn.root.ungrab_key(keycode, modifiers | extra)
+        self._grabs.clear()
+        self._conn.flush()
+
+    def _on_release(self, event: Any) -> None:
+        self._last_release[event.detail] = event.time
+
+    def _on_press(self, event: Any) -> None:
+        action = self._grabs.get((event.detail, event.state & self._relevant))
+        if action is None:
+            return
+        if self._keys.injecting:
+            log.debug("ignored our own key event")
+            return
+        if self._last_release.get(event.detail) == event.time:
+            return  # auto-repeat: X sends release + press with one timestamp
+        self._on_trigger(action)

@@ -1,0 +1,312 @@
+"""Plays the user and the desktop for the end-to-end tests: a private Xvfb, target apps,
+xdotool key presses, xclip as "another program" holding the clipboard, and anyfill as its
+own process against a loopback llama.cpp responder.
+
+Every child process writes to files, never pipes: xclip's background owner inherits
+descriptors and would keep a pipe open forever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+REPO = Path(__file__).resolve().parents[2]
+TOOLS = ("Xvfb", "xdotool", "xclip")
+MISSING = [tool for tool in TOOLS if shutil.which(tool) is None]
+SKIP_REASON = f"desktop tests need {', '.join(MISSING)} (Debian: .ci/apt-packages.txt)"
+HOTKEY = "ctrl+alt+space"
+CANCEL_HOTKEY = "ctrl+alt+BackSpace"
+
+
+def wait_until(check: Callable[[], T], within: float = 5.0, what: str = "condition") -> T:
+    deadline = time.monotonic() + within
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+@dataclass
+class XSession:
+    """A private Xvfb; ``env`` is the environment for processes that use it."""
+
+    display: str
+    process: subprocess.Popen[bytes]
+    workdir: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    @contextlib.contextmanager
+    def start(cls) -> Iterator[XSession]:
+        workdir = Path(tempfile.mkdtemp(prefix="anyfill-e2e-"))
+        read_fd, write_fd = os.pipe()
+        process = subprocess.Popen(
+            [
+                "Xvfb",
+                "-displayfd",
+                str(write_fd),
+                "-screen",
+                "0",
+                "1280x800x24",
+                "-nolisten",
+                "tcp",
+            ],
+            pass_fds=(write_fd,),
+            stdout=subprocess.DEVNULL,
+            stderr=(workdir / "xvfb.log").open("wb"),
+        )
+        os.close(write_fd)
+        number = b""
+        with os.fdopen(read_fd, "rb") as reader:
+            while not number.endswith(b"\n"):
+                chunk = reader.read(1)
+                if not chunk:
+                    raise RuntimeError("Xvfb did not start: see " + str(workdir / "xvfb.log"))
+                number += chunk
+        env = dict(os.environ)
+        env.update(
+            DISPLAY=f":{number.decode().strip()}",
+            HOME=str(workdir),
+            XDG_CONFIG_HOME=str(workdir / "config"),
+            XDG_STATE_HOME=str(workdir / "state"),
+            XDG_CACHE_HOME=str(workdir / "cache"),
+            XDG_RUNTIME_DIR=str(workdir / "run"),
+            QT_QPA_PLATFORM="xcb",
+            NO_AT_BRIDGE="1",
+        )
+        env.pop("WAYLAND_DISPLAY", None)
+        (workdir / "run").mkdir(mode=0o700)
+        session = cls(env["DISPLAY"], process, workdir, env)
+        try:
+            yield session
+        finally:
+            process.terminate()
+            process.wait(10)
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def run(self, *args: str, timeout: float = 10, check: bool = True) -> str:
+        out = self.workdir / "cmd.out"
+        with out.open("wb") as stdout:
+            result = subprocess.run(
+                args, env=self.env, stdout=stdout, stderr=subprocess.STDOUT, timeout=timeout
+            )
+        text = out.read_text(errors="replace")
+        if check and result.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)} failed ({result.returncode}): {text}")
+        return text
+
+    def spawn(self, args: list[str], log_name: str, **kwargs: Any) -> subprocess.Popen[bytes]:
+        log = (self.workdir / log_name).open("ab")
+        return subprocess.Popen(
+            args,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            **kwargs,
+        )
+
+    # -- playing the user ----------------------------------------------------------------
+
+    def key(self, *keys: str) -> None:
+        """Real key events through XTEST, as a keyboard would send them."""
+        self.run("xdotool", "key", "--clearmodifiers", "--delay", "0", *keys)
+
+    def focus(self, wid: int) -> None:
+        self.run("xdotool", "windowfocus", "--sync", str(wid))
+        wait_until(lambda: self.focused() == wid, 3, f"focus on {wid:#x}")
+
+    def focused(self) -> int:
+        return int(self.run("xdotool", "getwindowfocus").strip() or 0)
+
+    def set_clipboard(self, text: str, selection: str = "clipboard") -> None:
+        """Another program (xclip) owns the selection, like a user's copy elsewhere."""
+        path = self.workdir / "clip.in"
+        path.write_text(text)
+        with path.open("rb") as stdin:
+            subprocess.run(
+                ["xclip", "-selection", selection, "-i"],
+                stdin=stdin,
+                env=self.env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=5,
+                check=True,
+            )
+        wait_until(lambda: self.get_clipboard(selection) == text, 3, "xclip to own the selection")
+
+    def get_clipboard(self, selection: str = "clipboard", target: str | None = None) -> str | None:
+        args = ["xclip", "-selection", selection, "-o"]
+        if target:
+            args += ["-t", target]
+        try:
+            out = self.workdir / "clip.out"
+            with out.open("wb") as stdout:
+                result = subprocess.run(
+                    args, env=self.env, stdout=stdout, stderr=subprocess.DEVNULL, timeout=5
+                )
+            return out.read_text(errors="replace") if result.returncode == 0 else None
+        except subprocess.TimeoutExpired:
+            return None
+
+
+class QtTarget:
+    """Our PySide6 target process and its JSON control socket."""
+
+    def __init__(self, session: XSession, name: str = "anyfill-target") -> None:
+        self.session = session
+        self.path = str(session.workdir / f"{name}.sock")
+        self.process = session.spawn(
+            [sys.executable, "-m", "tests.e2e.target_app", self.path, name],
+            f"{name}.log",
+            cwd=str(REPO),
+        )
+        self.sock = wait_until(self._connect, 20, "the Qt target to start")
+        self.reader = self.sock.makefile("rb")
+        self.wid = int(self._recv()["wid"])
+
+    def _connect(self) -> socket.socket | None:
+        if self.process.poll() is not None:
+            raise RuntimeError("the Qt target exited; see its log")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(self.path)
+        except OSError:
+            sock.close()
+            return None
+        return sock
+
+    def _recv(self) -> dict[str, Any]:
+        line = self.reader.readline()
+        if not line:
+            raise RuntimeError("the Qt target closed its socket")
+        return dict(json.loads(line))
+
+    def call(self, **request: Any) -> dict[str, Any]:
+        self.sock.sendall(json.dumps(request).encode() + b"\n")
+        return self._recv()
+
+    def set(self, text: str, caret: int) -> None:
+        self.call(cmd="set", text=text, caret=caret)
+
+    def state(self) -> dict[str, Any]:
+        return self.call(cmd="state")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, RuntimeError):
+            self.call(cmd="quit")
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(5)
+        self.sock.close()
+
+
+OUTCOME = re.compile(
+    r"outcome=(\w+) app=(\S+) method=(\S+) ms=([\d.]+) chars=(\d+)(?: reason=(.*))?"
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str
+    app: str
+    method: str
+    ms: float
+    chars: int
+    reason: str
+
+
+class Daemon:
+    """``anyfill run --headless`` as its own process; outcomes are read from its log."""
+
+    def __init__(self, session: XSession, config: str, name: str = "anyfill") -> None:
+        self.session = session
+        self.config_path = session.workdir / f"{name}.toml"
+        self.config_path.write_text(config)
+        self.log_path = session.workdir / f"{name}.out"
+        self.log_path.write_bytes(b"")
+        self.process = session.spawn(
+            [
+                sys.executable,
+                "-m",
+                "anyfill.daemon.cli",
+                "--config",
+                str(self.config_path),
+                "run",
+                "--headless",
+            ],
+            self.log_path.name,
+        )
+        wait_until(
+            lambda: self._check_alive() and "anyfill is running" in self.log(), 20, "anyfill"
+        )
+
+    def _check_alive(self) -> bool:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"anyfill exited with {self.process.returncode}:\n{self.log()}")
+        return True
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def outcomes(self) -> list[Outcome]:
+        return [
+            Outcome(m[1], m[2], m[3], float(m[4]), int(m[5]), m[6] or "")
+            for m in OUTCOME.finditer(self.log())
+        ]
+
+    def wait_outcome(self, count: int, within: float = 10) -> Outcome:
+        wait_until(
+            lambda: self._check_alive() and len(self.outcomes()) >= count,
+            within,
+            f"outcome #{count} in the anyfill log",
+        )
+        return self.outcomes()[count - 1]
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            return self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(5)
+            raise
+
+
+def daemon_config(backend_url: str, extra: str = "") -> str:
+    return f"""
+[[backends]]
+name = "stub"
+type = "llamacpp"
+url = "{backend_url}"
+
+[routing]
+default = ["stub"]
+
+[logging]
+level = "INFO"
+file = false
+{extra}
+"""

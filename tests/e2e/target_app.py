@@ -1,0 +1,96 @@
+"""A text field to complete into: a PySide6 QPlainTextEdit run as its own process.
+
+The test drives it over a local socket, one JSON object per line:
+``{"cmd": "state"}`` -> text, caret, anchor, clipboard and PRIMARY as the app sees them;
+``{"cmd": "set", "text": ..., "caret": ...}`` -> replace the document, place the caret;
+``{"cmd": "copy_rich", "text": ..., "html": ...}`` -> put several formats on the clipboard;
+``{"cmd": "quit"}``. The first line it answers is ``{"wid": <X window id>}``.
+
+Usage: python -m tests.e2e.target_app SOCKET_PATH [CLASS_NAME]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from PySide6.QtCore import QMimeData
+from PySide6.QtGui import QClipboard, QGuiApplication
+from PySide6.QtNetwork import QLocalServer, QLocalSocket
+from PySide6.QtWidgets import QApplication, QPlainTextEdit
+
+
+class Target:
+    def __init__(self, socket_path: str, app: QApplication) -> None:
+        self.app = app
+        self.editor = QPlainTextEdit()
+        self.editor.setWindowTitle("anyfill e2e target")
+        self.editor.resize(600, 300)
+        self.editor.show()
+        self.server = QLocalServer()
+        QLocalServer.removeServer(socket_path)
+        if not self.server.listen(socket_path):
+            raise SystemExit(f"cannot listen on {socket_path}")
+        self.server.newConnection.connect(self._accept)
+        self._buffers: dict[QLocalSocket, bytes] = {}
+
+    def _accept(self) -> None:
+        while self.server.hasPendingConnections():
+            conn = self.server.nextPendingConnection()
+            self._buffers[conn] = b""
+            conn.readyRead.connect(lambda c=conn: self._read(c))
+            self._send(conn, {"wid": int(self.editor.winId())})
+
+    def _read(self, conn: QLocalSocket) -> None:
+        self._buffers[conn] += bytes(conn.readAll().data())
+        while b"\n" in self._buffers[conn]:
+            line, _, rest = self._buffers[conn].partition(b"\n")
+            self._buffers[conn] = rest
+            self._send(conn, self.handle(json.loads(line)))
+
+    @staticmethod
+    def _send(conn: QLocalSocket, obj: dict[str, Any]) -> None:
+        conn.write(json.dumps(obj).encode() + b"\n")
+        conn.flush()
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        cmd = request["cmd"]
+        if cmd == "set":
+            self.editor.setPlainText(request["text"])
+            cursor = self.editor.textCursor()
+            cursor.setPosition(request["caret"])
+            self.editor.setTextCursor(cursor)
+            return {"ok": True}
+        if cmd == "copy_rich":
+            mime = QMimeData()
+            mime.setText(request["text"])
+            mime.setHtml(request["html"])
+            mime.setData("application/x-anyfill-test", request["text"].encode()[::-1])
+            QGuiApplication.clipboard().setMimeData(mime, QClipboard.Mode.Clipboard)
+            return {"ok": True}
+        if cmd == "quit":
+            self.app.quit()
+            return {"ok": True}
+        cursor = self.editor.textCursor()
+        clipboard = QGuiApplication.clipboard()
+        return {
+            "text": self.editor.toPlainText(),
+            "caret": cursor.position(),
+            "anchor": cursor.anchor(),
+            "selected": cursor.selectedText(),
+            "focused": self.editor.hasFocus(),
+            "clipboard": clipboard.text(QClipboard.Mode.Clipboard),
+            "primary": clipboard.text(QClipboard.Mode.Selection),
+        }
+
+
+def main() -> None:
+    app = QApplication([sys.argv[0]])
+    app.setApplicationName(sys.argv[2] if len(sys.argv) > 2 else "anyfill-target")
+    target = Target(sys.argv[1], app)  # noqa: F841 - lives as long as the loop
+    sys.exit(app.exec())
+
+
+if __name__ == "__main__":
+    main()
