@@ -1,0 +1,84 @@
+"""Events the scheduler publishes on the bus (no captured text in any of them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Outcome = Literal[
+    "ok",
+    "cache",
+    "rate_limited",
+    "server_error",
+    "timeout",
+    "unavailable",
+    "protocol_error",
+    "auth",
+    "not_found",
+    "bad_request",
+    "unsupported",
+    "error",
+    "cooling",
+    "cancelled",
+    "superseded",
+    "deadline",
+    "hedge_lost",
+]
+
+
+@dataclass(frozen=True)
+class AttemptFinished:
+    """One backend's part in one request."""
+
+    request_id: str
+    backend: str
+    outcome: Outcome
+    queue_wait_ms: float | None = None
+    first_token_ms: float | None = None
+    total_ms: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    reason: str = ""
+    batched: int = 0
+    """Number of prompts in the HTTP request this one travelled in (0: not batched)."""
+
+    @property
+    def topic(self) -> str:
+        return f"events/backends/{self.backend}/attempt"
+
+
+@dataclass(frozen=True)
+class CooldownChanged:
+    backend: str
+    cooling: bool
+    seconds_left: float = 0.0
+    reason: str = ""
+
+    @property
+    def topic(self) -> str:
+        return f"state/backends/{self.backend}/cooldown"
+
+
+@dataclass(frozen=True)
+class BackendMetrics:
+    """A running summary per backend, for the tray and MQTT (retained)."""
+
+    backend: str
+    requests: int
+    outcomes: tuple[tuple[str, int], ...]
+    queue_wait_ms_p50: float | None
+    first_token_ms_p50: float | None
+    first_token_ms_p95: float | None
+    total_ms_p50: float | None
+    in_flight: int
+    queued: int
+    cooling_seconds_left: float
+    cooling_reason: str
+    prompt_tokens_today: int
+    completion_tokens_today: int
+    cost_today: float
+
+    @property
+    def topic(self) -> str:
+        return f"state/backends/{self.backend}/metrics"
