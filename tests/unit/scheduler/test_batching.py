@@ -48,7 +48,8 @@ async def test_requests_within_the_window_share_one_request_and_fan_out() -> Non
         for i, events in enumerate(results):
             assert events[0] == Attempt("vllm")
             assert text(events) == f"<q{i}>"
-            assert isinstance(events[-1], Finished) and events[-1].usage.prompt_tokens == 10
+            assert isinstance(events[-1], Finished)
+            assert events[-1].usage.prompt_tokens == 10
         late = spawn(scheduler, "late")
         await clock.advance(0.5)
         assert text(await late) == "<late>"
@@ -75,7 +76,8 @@ async def test_interactive_requests_are_streamed_not_batched() -> None:
     backend = FakeBatchBackend("vllm", clock)
     async with Scheduler([backend], RoutingConfig(default=["vllm"]), clock=clock) as scheduler:
         events = await run(scheduler, "now", priority="interactive")
-    assert text(events) == "hello world" and backend.batches == []
+    assert text(events) == "hello world"
+    assert backend.batches == []
 
 
 async def test_leaving_before_sending_removes_only_that_prompt() -> None:
@@ -128,7 +130,8 @@ async def test_when_every_member_leaves_the_batch_request_is_cancelled() -> None
         for task in tasks:
             with pytest.raises(RequestDropped):
                 await task
-        assert backend.batch_open == 0 and backend.batch_completed == 0
+        assert backend.batch_open == 0
+        assert backend.batch_completed == 0
         assert scheduler.background_tasks == 0
 
 
@@ -143,5 +146,6 @@ async def test_a_failed_batch_cools_down_and_each_member_falls_back() -> None:
         await clock.advance(0.5)
         results = await asyncio.gather(*tasks)
     assert all(text(events) == "spare" for events in results)
-    assert len(batcher.batches) == 1 and len(spare.calls) == 3
+    assert len(batcher.batches) == 1
+    assert len(spare.calls) == 3
     assert scheduler.cooling("vllm") > 0

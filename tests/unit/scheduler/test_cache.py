@@ -11,7 +11,9 @@ def test_exact_hit_and_miss_on_other_backend_or_suffix() -> None:
     prompt = FimPrompt(prefix="def add(a, b):\n    ", suffix="\n\nprint(add(1, 2))")
     cache.put("llama", prompt, "return a + b", PLAN)
     hit = cache.get("llama", prompt)
-    assert hit is not None and hit.text == "return a + b" and hit.typed == 0
+    assert hit is not None
+    assert hit.text == "return a + b"
+    assert hit.typed == 0
     assert cache.get("ollama", prompt) is None
     assert cache.get("llama", FimPrompt(prefix=prompt.prefix, suffix="\n")) is None
     assert (
@@ -39,7 +41,8 @@ def test_only_the_text_near_the_caret_matters() -> None:
     cache = CompletionCache(prefix_chars=10)
     cache.put("b", FimPrompt(prefix="AAAAAAAAAAAAAAA0123456789", suffix=""), "xyz", PLAN)
     hit = cache.get("b", FimPrompt(prefix="BBBB0123456789", suffix=""))
-    assert hit is not None and hit.text == "xyz"
+    assert hit is not None
+    assert hit.text == "xyz"
 
 
 def test_least_recently_used_goes_first() -> None:
@@ -51,7 +54,8 @@ def test_least_recently_used_goes_first() -> None:
     cache.put("b", p[2], "two", PLAN)
     assert len(cache) == 2
     assert cache.get("b", p[1]) is None
-    assert cache.get("b", p[0]) is not None and cache.get("b", p[2]) is not None
+    assert cache.get("b", p[0]) is not None
+    assert cache.get("b", p[2]) is not None
 
 
 def test_empty_answers_are_not_cached() -> None:

@@ -95,7 +95,8 @@ async def test_concurrency_slot_is_handed_over_on_release() -> None:
     clock = ManualClock()
     limiter = Limiter(LimitSpec(max_concurrent=2), clock)
     a, b = limiter.try_acquire(), limiter.try_acquire()
-    assert a is not None and b is not None
+    assert a is not None
+    assert b is not None
     assert limiter.try_acquire() is None
     waiter = asyncio.create_task(limiter.acquire())
     await clock.settle()
@@ -134,7 +135,8 @@ async def test_token_estimate_is_corrected_by_reported_usage() -> None:
     permit.sent = True
     assert limiter.try_acquire(800) is not None  # 900 of 1000 used by the estimates
     permit.correct_tokens(180)  # the server says the first one cost more
-    assert limiter.tokens is not None and limiter.tokens.total == 980
+    assert limiter.tokens is not None
+    assert limiter.tokens.total == 980
     assert limiter.try_acquire(50) is None
 
 
