@@ -64,7 +64,7 @@ async def read_openai_stream(
         obj = parse_json(event.data, backend)
         if not isinstance(obj, dict):
             raise ProtocolError(backend, f"backend '{backend}' sent an event that is not an object")
-        if "error" in obj:
+        if "error" in obj or obj.get("object") == "error":
             raise ServerError(
                 backend,
                 f"backend '{backend}' failed mid-answer: {error_message(event.data.encode())}",

@@ -47,9 +47,9 @@ API
     ``prompt_tokens``.
 Responders (each ``Scripted(*replies, default=Reply())``, ``push(*replies)``; a queued
 reply answers one request, then ``default`` answers the rest):
-    ``LlamaCpp(fim=True, model_path=..., api_key=None, loading=False)``: ``/infill``,
-    ``/completion``, ``/v1/completions``, ``/v1/chat/completions``, ``/props``,
-    ``/health``. ``fim=False``: ``/infill`` -> 501 ``not_supported_error``.
+    ``LlamaCpp(fim=True, model_path=..., api_key=None, loading=False, vocab=None)``:
+    ``/infill``, ``/completion``, ``/v1/completions``, ``/v1/chat/completions``, ``/props``,
+    ``/health``, ``/tokenize``. ``fim=False``: ``/infill`` -> 501 ``not_supported_error``.
     ``Ollama(models={name: template}, capabilities=True)``: ``/api/generate`` (NDJSON),
     ``/api/show``, ``/api/version``; 404 for unknown models; 400 "does not support insert".
     ``OpenAI(api_key=None, reject_suffix=None, max_stop=None)``: ``/v1/completions``

@@ -28,6 +28,9 @@ ERROR_TYPES = {
     "canceled": ("server_error", "Request cancelled"),
 }
 
+STARCODER_VOCAB = ("<|endoftext|>", "<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>")
+CHATML_VOCAB = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+
 INFILL_501 = (
     "Infill is not supported by this model: prefix token is missing. "
     "suffix token is missing. middle token is missing."
@@ -45,6 +48,8 @@ class LlamaCpp(Scripted):
     ``model_path``: what ``/props`` reports (template detection reads it).
     ``api_key``: when set, requests need ``Authorization: Bearer KEY`` (``--api-key``).
     ``loading``: ``/health`` and every endpoint answer 503 "Loading model".
+    ``vocab``: the special tokens ``/tokenize`` turns into one token (default: StarCoder's
+    FIM tokens when ``fim``, else ChatML's); anything else is one token per character.
     """
 
     routes = (
@@ -54,6 +59,7 @@ class LlamaCpp(Scripted):
         ("POST", r"/v1/completions"),
         ("POST", r"/v1/chat/completions"),
         ("GET", r"/props"),
+        ("POST", r"/tokenize"),
         ("GET", r"/health"),
     )
 
@@ -66,6 +72,7 @@ class LlamaCpp(Scripted):
         api_key: str | None = None,
         loading: bool = False,
         n_ctx: int = 2048,
+        vocab: tuple[str, ...] | None = None,
     ) -> None:
         super().__init__(*replies, default=default)
         self.fim = fim
@@ -73,6 +80,8 @@ class LlamaCpp(Scripted):
         self.api_key = api_key
         self.loading = loading
         self.n_ctx = n_ctx
+        #: Special tokens ``/tokenize`` knows as one token (StarCoder's FIM set by default).
+        self.vocab = vocab if vocab is not None else (STARCODER_VOCAB if fim else CHATML_VOCAB)
         # The OpenAI-compatible routes share this reply queue.
         self.openai = OpenAI(reject_suffix="Unsupported param: suffix", model=model_path)
         self.openai.queue = self.queue
@@ -93,6 +102,15 @@ class LlamaCpp(Scripted):
             return
         if request.path == "/props":
             await response.json(200, self.props())
+            return
+        if request.path == "/tokenize":
+            content = str((request.json() or {}).get("content", ""))
+            tokens = (
+                [self.vocab.index(content) + 49000]
+                if content in self.vocab
+                else [ord(ch) for ch in content]
+            )
+            await response.json(200, {"tokens": tokens})
             return
         if request.path.startswith("/v1/"):
             await self.openai(request, response)

@@ -121,6 +121,11 @@ class MistralFim(Scripted):
         )
         if not ok:
             return
+        if reply.midstream_error:
+            error = mistral_error(Reply(error="server", message=reply.midstream_error), model)
+            await response.write(sse(error))
+            await response.end()
+            return
         last = chunk({"content": ""}, reply.finish_reason)
         last["usage"] = usage
         await response.write(sse(last))
