@@ -12,7 +12,6 @@ from anyfill.daemon.backends.base import Backend, FimPrompt, Plan, Usage
 from anyfill.daemon.backends.common import closing_stream
 from anyfill.daemon.backends.http import make_client
 from anyfill.daemon.backends.registry import create_backend
-
 from tests.servers import (
     Anthropic,
     Gemini,

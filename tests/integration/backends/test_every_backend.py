@@ -21,7 +21,6 @@ from anyfill.daemon.errors import (
     RateLimited,
     ServerError,
 )
-
 from tests.integration.backends.helpers import (
     CASE_IDS,
     CASES,
@@ -162,10 +161,14 @@ async def test_connection_dropped_mid_stream(case: Case, loopback: StartServer) 
     srv = await loopback(case.make(Reply(text="a b c d e f g", drop_after=2)))
     got: list[str] = []
     async with backend_for(case.type_name, srv.url, api_key=case.api_key, **case.config) as be:
-        with pytest.raises(ProtocolError, match="dropped the connection"):
+
+        async def read() -> None:
             async with closing_stream(be.stream(SEED)) as chunks:
                 async for chunk in chunks:
                     got.append(chunk)
+
+        with pytest.raises(ProtocolError, match="dropped the connection"):
+            await read()
     assert "".join(got) == "a b"
 
 
