@@ -148,10 +148,9 @@ async def test_cancel_stops_the_request_and_closes_the_connection(
     config = BackendConfig(name="local", type="llamacpp", url=srv.url)
     request = CompletionRequest(Context(prefix="a", suffix=""))
     async with Engine(settings_for(config)) as engine:
-        texts: list[str] = []
-        task = asyncio.create_task(engine.complete(request, on_text=texts.append))
-        while not texts:
-            await asyncio.sleep(0.005)
+        first_text = asyncio.Event()
+        task = asyncio.create_task(engine.complete(request, on_text=lambda _t: first_text.set()))
+        await asyncio.wait_for(first_text.wait(), 5)
         assert await engine.cancel(request.id) is True
         with pytest.raises(RequestDropped, match="cancelled"):
             await task
