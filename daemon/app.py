@@ -71,7 +71,7 @@ def capture_strategies(desktop: Desktop, settings: Settings) -> dict[CaptureStra
 
 
 def default_completer(settings: Settings) -> Any:
-    from anyfill.daemon.engine import Engine  # type: ignore[import-not-found, unused-ignore]
+    from anyfill.daemon.engine import Engine
 
     return Engine(settings)
 

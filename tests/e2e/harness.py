@@ -59,21 +59,14 @@ class XSession:
     def start(cls) -> Iterator[XSession]:
         workdir = Path(tempfile.mkdtemp(prefix="anyfill-e2e-"))
         read_fd, write_fd = os.pipe()
-        process = subprocess.Popen(
-            [
-                "Xvfb",
-                "-displayfd",
-                str(write_fd),
-                "-screen",
-                "0",
-                "1280x800x24",
-                "-nolisten",
-                "tcp",
-            ],
-            pass_fds=(write_fd,),
-            stdout=subprocess.DEVNULL,
-            stderr=(workdir / "xvfb.log").open("wb"),
-        )
+        command = ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1280x800x24"]
+        with (workdir / "xvfb.log").open("wb") as log:
+            process = subprocess.Popen(
+                [*command, "-nolisten", "tcp"],
+                pass_fds=(write_fd,),
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
         os.close(write_fd)
         number = b""
         with os.fdopen(read_fd, "rb") as reader:
@@ -107,7 +100,12 @@ class XSession:
         out = self.workdir / "cmd.out"
         with out.open("wb") as stdout:
             result = subprocess.run(
-                args, env=self.env, stdout=stdout, stderr=subprocess.STDOUT, timeout=timeout
+                args,
+                check=False,
+                env=self.env,
+                stdout=stdout,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
             )
         text = out.read_text(errors="replace")
         if check and result.returncode != 0:
@@ -115,15 +113,15 @@ class XSession:
         return text
 
     def spawn(self, args: list[str], log_name: str, **kwargs: Any) -> subprocess.Popen[bytes]:
-        log = (self.workdir / log_name).open("ab")
-        return subprocess.Popen(
-            args,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            **kwargs,
-        )
+        with (self.workdir / log_name).open("ab") as log:
+            return subprocess.Popen(
+                args,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                **kwargs,
+            )
 
     # -- playing the user ----------------------------------------------------------------
 
@@ -162,7 +160,12 @@ class XSession:
             out = self.workdir / "clip.out"
             with out.open("wb") as stdout:
                 result = subprocess.run(
-                    args, env=self.env, stdout=stdout, stderr=subprocess.DEVNULL, timeout=5
+                    args,
+                    check=False,
+                    env=self.env,
+                    stdout=stdout,
+                    stderr=subprocess.DEVNULL,
+                    timeout=5,
                 )
             return out.read_text(errors="replace") if result.returncode == 0 else None
         except subprocess.TimeoutExpired:
@@ -219,6 +222,7 @@ class QtTarget:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(5)
+        self.reader.close()
         self.sock.close()
 
 

@@ -15,16 +15,42 @@ import json
 import sys
 from typing import Any
 
-from PySide6.QtCore import QMimeData
+from PySide6.QtCore import QEvent, QMimeData, QObject, Qt
 from PySide6.QtGui import QClipboard, QGuiApplication
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
 from PySide6.QtWidgets import QApplication, QPlainTextEdit
 
 
+class KeyLog(QObject):
+    """Every key press the editor receives, as 'ctrl+alt+Key_Space'-like strings."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.presses: list[str] = []
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.KeyPress:
+            mods = event.modifiers()  # type: ignore[attr-defined]
+            names = [
+                name
+                for name, flag in (
+                    ("ctrl", Qt.KeyboardModifier.ControlModifier),
+                    ("alt", Qt.KeyboardModifier.AltModifier),
+                    ("shift", Qt.KeyboardModifier.ShiftModifier),
+                )
+                if mods & flag
+            ]
+            key = Qt.Key(event.key()).name  # type: ignore[attr-defined]
+            self.presses.append("+".join([*names, key]))
+        return False
+
+
 class Target:
     def __init__(self, socket_path: str, app: QApplication) -> None:
         self.app = app
+        self.keys = KeyLog()
         self.editor = QPlainTextEdit()
+        self.editor.installEventFilter(self.keys)
         self.editor.setWindowTitle("anyfill e2e target")
         self.editor.resize(600, 300)
         self.editor.show()
@@ -61,6 +87,7 @@ class Target:
             cursor = self.editor.textCursor()
             cursor.setPosition(request["caret"])
             self.editor.setTextCursor(cursor)
+            self.keys.presses.clear()
             return {"ok": True}
         if cmd == "copy_rich":
             mime = QMimeData()
@@ -80,6 +107,7 @@ class Target:
             "anchor": cursor.anchor(),
             "selected": cursor.selectedText(),
             "focused": self.editor.hasFocus(),
+            "keys": self.keys.presses,
             "clipboard": clipboard.text(QClipboard.Mode.Clipboard),
             "primary": clipboard.text(QClipboard.Mode.Selection),
         }

@@ -1,0 +1,281 @@
+"""Hotkey -> capture -> loopback llama.cpp -> paste, in our PySide6 target, for real.
+
+Each case checks what the backend received, the document, the caret, that no selection
+is left, that the hotkey never reached the app, and that the user's clipboard and
+PRIMARY selection are back (the R1 figures).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import pytest
+
+from tests.e2e.conftest import FIGURES, REPEAT
+from tests.e2e.harness import HOTKEY, Daemon, Outcome, QtTarget, XSession
+from tests.servers.http import LoopbackServer, RecordedRequest
+from tests.servers.llamacpp import LlamaCpp
+from tests.servers.script import Reply
+
+pytestmark = pytest.mark.desktop
+
+USER_CLIP = "the user's clipboard ✓ kept"
+USER_PRIMARY = "the user's middle-click selection"
+
+
+CARET = "‸"
+MODIFIER_KEYS = ("Key_Control", "Key_Alt", "Key_Shift")
+"""The user's own modifier presses reach the app before the grabbed key completes the chord."""
+_tags = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Case:
+    template: str
+    """The document with ``‸`` at the caret and ``{tag}`` where a unique word goes: the
+    scheduler caches answers by context, and every press here must reach the backend."""
+    reply: str
+
+    def build(self) -> tuple[str, int]:
+        text = self.template.replace("{tag}", f"t{next(_tags)}")
+        return text.replace(CARET, ""), text.index(CARET)
+
+
+CASES = {
+    "mid_line": Case("Hello ‸world {tag}", "big "),
+    "line_start": Case("first {tag}\n‸second", "the "),
+    "line_end": Case("first line {tag}‸\nsecond", " ends here"),
+    "empty_document": Case("‸", "Dear team,"),
+    "non_ascii": Case("Grüße ‸aus Köln ✓ 日本語 {tag}", "schöne ✓ "),
+    # One 6000-character line, longer than the 4000-character capture cap.
+    "long_line": Case("lorem ipsum " * 420 + "‸{tag} " + "lorem ipsum " * 80, "dolor "),
+    "multi_line": Case("def f_{tag}(x):\n‸", "    y = x + 1\n    return y"),
+}
+
+
+def unique(text: str) -> str:
+    return f"{text} t{next(_tags)}"
+
+
+def infill(server: LoopbackServer) -> list[RecordedRequest]:
+    return [request for request in server.requests if request.path == "/infill"]
+
+
+def prepare(x: XSession, qt: QtTarget, text: str, caret: int) -> None:
+    qt.set(text, caret)
+    x.focus(qt.wid)
+    x.set_clipboard(USER_CLIP)
+    x.set_clipboard(USER_PRIMARY, "primary")
+
+
+def press(x: XSession, daemon: Daemon, keys: str = HOTKEY) -> Outcome:
+    count = len(daemon.outcomes())
+    x.key(keys)
+    return daemon.wait_outcome(count + 1)
+
+
+def assert_selections_restored(x: XSession, qt: QtTarget | None = None) -> None:
+    clipboard = x.get_clipboard()
+    seen_by_app = qt.state()["clipboard"] if qt else clipboard
+    primary = x.get_clipboard("primary")
+    clip_ok = FIGURES["R1 user clipboard restored"].check(clipboard == seen_by_app == USER_CLIP)
+    primary_ok = FIGURES["R1 user PRIMARY restored"].check(primary == USER_PRIMARY)
+    assert clip_ok, f"clipboard now {clipboard!r} (the app sees {seen_by_app!r})"
+    assert primary_ok, f"PRIMARY now {primary!r}"
+
+
+@pytest.mark.parametrize("rep", range(REPEAT))
+@pytest.mark.parametrize("name", list(CASES))
+def test_completion_is_pasted_at_the_caret(
+    name: str,
+    rep: int,
+    x: XSession,
+    qt: QtTarget,
+    daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+) -> None:
+    case = CASES[name]
+    text, caret = case.build()
+    responder, server = llama
+    prepare(x, qt, text, caret)
+    responder.queue.clear()
+    responder.push(Reply(text=case.reply))
+    before = len(infill(server))
+
+    outcome = press(x, daemon)
+
+    assert outcome.status == "inserted", outcome
+    requests = infill(server)
+    # An empty document is the same context every time: repeats come from the cache.
+    if name != "empty_document" or rep == 0:
+        assert len(requests) == before + 1
+        sent = requests[-1].json()
+        if name == "long_line":
+            # Capture keeps the last 4000 characters before the caret (the configured cap).
+            assert text[:caret].endswith(sent["input_prefix"])
+            assert 3000 <= len(sent["input_prefix"]) <= 4000
+        else:
+            assert sent["input_prefix"] == text[:caret]
+        assert sent["input_suffix"] == text[caret:]
+    state = qt.state()
+    assert state["text"] == text[:caret] + case.reply + text[caret:]
+    assert state["caret"] == state["anchor"] == caret + len(case.reply)
+    assert state["selected"] == ""
+    assert "ctrl+alt+Key_Space" not in state["keys"], "the hotkey reached the application"
+    assert_selections_restored(x, qt)
+
+
+@pytest.mark.parametrize("rep", range(REPEAT))
+def test_all_clipboard_formats_survive(
+    rep: int, x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    text = unique("Hello world")
+    qt.set(text, 6)
+    x.focus(qt.wid)
+    qt.call(cmd="copy_rich", text="rich text", html="<b>rich</b> text")
+    x.set_clipboard(USER_PRIMARY, "primary")
+    llama[0].queue.clear()
+    llama[0].push(Reply(text="big "))
+
+    outcome = press(x, daemon)
+
+    assert outcome.status == "inserted", outcome
+    assert qt.state()["text"] == "Hello big " + text[6:]
+    html = x.get_clipboard(target="text/html")
+    custom = x.get_clipboard(target="application/x-anyfill-test")
+    text = x.get_clipboard()
+    ok = FIGURES["R1 user clipboard restored"].check(
+        text == "rich text" and custom == "txet hcir" and html is not None and "<b>rich</b>" in html
+    )
+    assert ok, (text, html, custom)
+
+
+@pytest.mark.parametrize("rep", range(REPEAT))
+def test_backend_error_inserts_nothing(
+    rep: int, x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    text = unique("Hello world")
+    prepare(x, qt, text, 6)
+    llama[0].queue.clear()
+    # A 400: a 5xx would (rightly) cool the only backend down for the following tests.
+    llama[0].push(Reply(error="bad_request"))
+
+    outcome = press(x, daemon)
+
+    assert outcome.status == "failed", outcome
+    assert "rejected the request" in outcome.reason
+    state = qt.state()
+    assert (state["text"], state["caret"], state["selected"]) == (text, 6, "")
+    assert_selections_restored(x, qt)
+
+
+@pytest.mark.parametrize("rep", range(REPEAT))
+def test_cancel_hotkey_stops_the_request(
+    rep: int, x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, server = llama
+    text = unique("Hello world")
+    prepare(x, qt, text, 6)
+    responder.queue.clear()
+    responder.push(Reply(text="too late ", delay_s=3))
+    before, dropped = len(infill(server)), len(server.disconnects)
+    count = len(daemon.outcomes())
+
+    x.key(HOTKEY)
+    _wait(lambda: len(infill(server)) > before, "the request")
+    x.key("ctrl+alt+BackSpace")
+    outcome = daemon.wait_outcome(count + 1)
+
+    assert outcome.status == "cancelled", outcome
+    server.wait_disconnect_sync(dropped + 1, within=5)  # the HTTP stream was closed
+    state = qt.state()
+    assert (state["text"], state["caret"], state["selected"]) == (text, 6, "")
+    assert_selections_restored(x, qt)
+
+
+def test_newer_press_supersedes_the_running_one(
+    x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, server = llama
+    text = unique("Hello world")
+    prepare(x, qt, text, 6)
+    responder.queue.clear()
+    responder.push(Reply(text="first ", delay_s=3), Reply(text="second "))
+    before = len(infill(server))
+    count = len(daemon.outcomes())
+
+    x.key(HOTKEY)
+    _wait(lambda: len(infill(server)) > before, "the first request")
+    x.key(HOTKEY)
+    first, second = daemon.wait_outcome(count + 1), daemon.wait_outcome(count + 2)
+
+    assert (first.status, second.status) == ("cancelled", "inserted")
+    assert qt.state()["text"] == "Hello second " + text[6:]
+    assert_selections_restored(x, qt)
+
+
+@pytest.fixture(scope="module")
+def other(x: XSession) -> object:
+    target = QtTarget(x, "anyfill-other")
+    yield target
+    target.close()
+
+
+@pytest.mark.parametrize("rep", range(REPEAT))
+def test_focus_moved_before_the_answer_inserts_nothing(
+    rep: int,
+    x: XSession,
+    qt: QtTarget,
+    other: QtTarget,
+    daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+) -> None:
+    responder, server = llama
+    other.set("other window", 5)
+    text = unique("Hello world")
+    prepare(x, qt, text, 6)
+    responder.queue.clear()
+    responder.push(Reply(text="never ", delay_s=0.5))
+    before = len(infill(server))
+    count = len(daemon.outcomes())
+
+    x.key(HOTKEY)
+    _wait(lambda: len(infill(server)) > before, "the request")
+    x.focus(other.wid)
+    outcome = daemon.wait_outcome(count + 1)
+
+    texts = (qt.state()["text"], other.state()["text"])
+    ok = FIGURES["R2 nothing inserted after a focus change"].check(
+        outcome.status == "kept" and texts == (text, "other window")
+    )
+    assert ok, (outcome, texts)
+    assert "focus moved" in outcome.reason
+    assert outcome.chars == len("never ")  # the completion is kept, not lost
+    assert_selections_restored(x, other)
+
+
+def test_password_manager_is_skipped_by_default(
+    x: XSession, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    vault = QtTarget(x, "keepassxc")  # the default rules disable password managers
+    try:
+        prepare(x, vault, "secret", 3)
+        before = len(infill(llama[1]))
+
+        outcome = press(x, daemon)
+
+        assert outcome.status == "skipped", outcome
+        assert len(infill(llama[1])) == before  # nothing was read or sent
+        state = vault.state()
+        sent = [key for key in state["keys"] if not key.endswith(MODIFIER_KEYS)]
+        assert (state["text"], state["caret"], sent) == ("secret", 3, [])
+        assert_selections_restored(x, vault)
+    finally:
+        vault.close()
+
+
+def _wait(check: object, what: str) -> None:
+    from tests.e2e.harness import wait_until
+
+    wait_until(check, 5, what)  # type: ignore[arg-type]
