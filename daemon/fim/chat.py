@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from anyfill.daemon.fim.textfix import strip_fence, strip_preamble, strip_think
+from anyfill.daemon.fim.textfix import strip_fence, strip_preamble, strip_think, unwrap_block
 
 __all__ = [
     "ANSWER_CLOSE",
@@ -89,12 +89,7 @@ def extract_middle(answer: str) -> str:
     text = strip_think(answer)
     match = _ANSWER.search(text)
     if match is not None:
-        middle = match.group(1)
-        # "<fill>\nX\n</fill>" is the block style of writing the tag: the two newlines
-        # belong to the tag, not to X.
-        if len(middle) > 2 and middle.startswith("\n") and middle.endswith("\n"):
-            middle = middle[1:-1]
-        middle = strip_fence(middle)
+        middle = strip_fence(unwrap_block(match.group(1)))
     else:
         middle = strip_fence(strip_preamble(text.strip("\n")))
         middle = middle.removesuffix(ANSWER_CLOSE)

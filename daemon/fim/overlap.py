@@ -152,26 +152,39 @@ def trim_following_lines(middle: str, prefix: str, suffix: str) -> str:
     From each line start of the answer, its lines (blank lines skipped) are compared with
     the suffix's next non-blank lines. The answer is cut there when its line equals the next
     line and has letters or digits, or when its lines all agree with the next lines to the
-    end of the answer (the last may be cut short) and one of them has letters or digits. The
-    caret line's rest and newline, when the model wrote them just before, go too.
+    end of the answer (the last may be cut short) and one of them has letters or digits.
+    What the model wrote just before them that also stands in the suffix before those lines
+    (the rest of the caret's line, the line break, blank lines) goes too.
     """
     newline = suffix.find("\n")
     if newline == -1:
         return middle
-    rest_of_line = suffix[:newline]
-    following = suffix[newline + 1 :].lstrip("\n").split("\n")
+    after = suffix[newline + 1 :]
+    following = after.lstrip("\n")
+    bridge = suffix[: len(suffix) - len(following)]  # rest of line + newline + blank lines
+    target = following.split("\n")
     starts = _line_starts(middle)
     if not (prefix == "" or prefix.endswith("\n")):
         starts = starts[1:]
+    tried: set[int] = set()
     for start in starts:
-        lines = middle[start:].lstrip("\n").split("\n")
-        if lines == [""]:
+        rest = middle[start:].lstrip("\n")
+        content = len(middle) - len(rest)
+        if not rest or content in tried:
             continue
-        if _repeats(lines, following):
-            cut = middle[:start]
-            echoed = rest_of_line + "\n"
-            return cut[: -len(echoed)] if cut.endswith(echoed) else cut
+        tried.add(content)
+        if _repeats(rest.split("\n"), target):
+            return _drop_bridge(middle[:content], bridge)
     return middle
+
+
+def _drop_bridge(text: str, bridge: str) -> str:
+    """Remove from the end of ``text`` the copy of ``bridge`` the model wrote, or at least
+    the line breaks it shares with it."""
+    if text.endswith(bridge):
+        return text[: len(text) - len(bridge)]
+    breaks = min(len(text) - len(text.rstrip("\n")), len(bridge) - len(bridge.rstrip("\n")))
+    return text[: len(text) - breaks]
 
 
 def _repeats(lines: list[str], following: list[str]) -> bool:

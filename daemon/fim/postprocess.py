@@ -7,8 +7,8 @@
    sentence, one fenced block around the whole answer;
 2. drop an echo of the text before the caret (the current line, or the whole document);
 3. in single-line mode keep the first line;
-4. cut where the answer starts writing the lines that already follow the caret;
-5. drop the end that repeats the start of the suffix (bracket/quote balance decides).
+4. drop the end that repeats the start of the suffix (bracket/quote balance decides);
+5. cut where the answer starts writing the lines that already follow the caret.
 
 Every rule compares with the document exactly and fires only on unmistakable patterns, so
 an answer that is already clean comes back unchanged.
@@ -65,8 +65,10 @@ def clean(
     text = trim_prefix_echo(text, prefix)
     if single_line:
         text = text.split("\n", 1)[0]
-    text = trim_following_lines(text, prefix, suffix)
-    return trim_suffix_echo(text, prefix, suffix)
+    # An exact echo of the suffix's start is the more precise reading, so it goes first:
+    # "the" before "the.\nthe." is the suffix again, not a start of its second line.
+    text = trim_suffix_echo(text, prefix, suffix)
+    return trim_following_lines(text, prefix, suffix)
 
 
 _ONE_LINE_STARTS = re.compile(r"[ \t]*(?:#|//|--\s|[-*>]\s|\d+[.)]\s)")

@@ -16,6 +16,7 @@ __all__ = [
     "strip_format_tags",
     "strip_preamble",
     "strip_think",
+    "unwrap_block",
 ]
 
 _THINK = re.compile(r"\A\s*<(think|thinking|reasoning)>.*?</\1>(\n\n|\n)?", re.S)
@@ -39,19 +40,10 @@ def strip_think(text: str) -> str:
 FORMAT_TAGS: tuple[str, ...] = ("COMPLETION", "fill", "CODE5711", "MIDDLE", "middle", "answer")
 """Tags that chat prompts (ours and other clients') ask answers to be wrapped in."""
 
-# Tokens a model may repeat at the very start: the prompt's last token, or a chat-infill
-# marker; they carry no text.
-_LEADING_MARKERS = (
-    "<|fim_middle|>",
-    "<fim_middle>",
-    "<fim-middle>",
-    "<\uff5cfim\u2581end\uff5c>",
-    "<[fim-middle]>",
-    "<|code_middle|>",
-    "<|assistant|>\n",
-    "<|fim|>",
-    "{{FILL_HERE}}",
-)
+# Chat-infill markers that an answer may open with (Gemini-style prompts, Continue's hole
+# filler); they carry no text. FIM tokens are not among them: at the start of an answer they
+# mean an empty middle, as the server's own stop handling would have it.
+_LEADING_MARKERS = ("<|fim|>", "{{FILL_HERE}}")
 
 
 def strip_format_tags(text: str, document: str = "") -> str:
@@ -68,12 +60,18 @@ def strip_format_tags(text: str, document: str = "") -> str:
             continue
         stripped = text.lstrip()
         if stripped.startswith(opening):
-            text = stripped[len(opening) :]
-            if text.startswith("\n") and f"\n{closing}" in text:
-                text = text[1:].replace(f"\n{closing}", closing, 1)
-        if closing in text:
+            text = unwrap_block(stripped[len(opening) :].split(closing, 1)[0])
+        elif closing in text:
             text = text[: text.index(closing)]
     return text
+
+
+def unwrap_block(inner: str) -> str:
+    """The content of a tag written block style (``<t>\nX\n</t>``): those two line breaks
+    belong to the tag. Content written inline (``<t>X</t>``) is returned as is."""
+    if len(inner) >= 2 and inner.startswith("\n") and inner.endswith("\n"):
+        return inner[1:-1]
+    return inner
 
 
 def cut_at_tokens(text: str, tokens: Sequence[str]) -> str:
