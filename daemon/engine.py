@@ -33,10 +33,10 @@ from anyfill.daemon.completion import (
     Planned,
     Text,
 )
-from anyfill.daemon.dispatch import SequentialDispatcher
 from anyfill.daemon.errors import AnyfillError, ProtocolError, RequestDropped
 from anyfill.daemon.fim.chat import extract_middle
 from anyfill.daemon.fim.postprocess import clean, wants_single_line
+from anyfill.daemon.scheduler import Scheduler
 
 __all__ = ["DispatcherFactory", "Engine", "trim_context"]
 
@@ -67,7 +67,9 @@ class Engine:
     """Answers completion requests with the backends of ``settings``.
 
     ``dispatcher``: a ready dispatcher, or a factory called with the built backends; the
-    default is :class:`SequentialDispatcher` over ``routing.default``. ``backends``: use
+    default is the :class:`~anyfill.daemon.scheduler.Scheduler` over ``routing`` (limits,
+    cooldowns, latest-wins, fallback, hedging); ``SequentialDispatcher`` is the simple
+    alternative. ``backends``: use
     these instead of building them from the settings (tests, embedding).
     """
 
@@ -87,6 +89,7 @@ class Engine:
         self.unusable: dict[str, AnyfillError] = {}
         self._clients: list[httpx.AsyncClient] = []
         self._dispatcher: Dispatcher | None = None
+        self._owned_scheduler: Scheduler | None = None
         self._running: dict[str, asyncio.Task[Completion]] = {}
         self._cancelled: set[str] = set()
         self._entered = False
@@ -107,12 +110,12 @@ class Engine:
             self._build_backends()
         arg = self._dispatcher_arg
         if arg is None:
-            self._dispatcher = SequentialDispatcher(
-                self.backends,
-                self.settings.routing.default,
-                fallback=self.settings.routing.fallback,
-                unusable=self.unusable,
+            from anyfill.daemon.scheduler import build_scheduler
+
+            self._owned_scheduler = build_scheduler(
+                self.backends, self.settings, unusable=self.unusable
             )
+            self._dispatcher = self._owned_scheduler
         elif callable(arg) and not hasattr(arg, "dispatch"):
             self._dispatcher = arg(self.backends, self.settings)
         else:
@@ -143,6 +146,9 @@ class Engine:
         for task in list(self._running.values()):
             with contextlib.suppress(asyncio.CancelledError, AnyfillError):
                 await task
+        if self._owned_scheduler is not None:
+            await self._owned_scheduler.aclose()
+            self._owned_scheduler = None
         for client in self._clients:
             await client.aclose()
         self._clients.clear()

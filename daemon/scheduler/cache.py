@@ -4,6 +4,10 @@ Keyed by backend (name, model, template), the request's knobs, the head of the s
 the tail of the prefix: the text near the caret decides a FIM answer. Type-through: when
 the user typed the first characters of a cached completion, the rest of it is still the
 answer for the new caret position, so it is served without a request.
+
+An exact repeat of an interactive request is *not* served from the cache: pressing the
+hotkey again at the same place means "try again". Exact hits serve interactive requests
+only with answers a prefetch fetched ahead (once).
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ class CacheHit:
     """How many characters of the cached completion the user typed since (0: exact hit)."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Entry:
     prefix_tail: str
     text: str
     plan: Plan | None
     usage: Usage | None
+    ahead: bool
+    """Fetched ahead by a prefetch and not yet shown to the user."""
 
 
 _Group = tuple[str, str, str, int, float, tuple[str, ...], bool, str]
@@ -62,12 +68,14 @@ class CompletionCache:
             prompt.filename,
         )
 
-    def get(self, backend: str, prompt: FimPrompt) -> CacheHit | None:
+    def get(self, backend: str, prompt: FimPrompt, *, interactive: bool = False) -> CacheHit | None:
         group = self._group(backend, prompt)
         tail = prompt.prefix[-self.prefix_chars :]
         entry = self._entries.get((group, tail))
-        if entry is not None:
+        if entry is not None and (entry.ahead or not interactive):
             self._entries.move_to_end((group, tail))
+            if interactive:
+                entry.ahead = False
             self.hits += 1
             return CacheHit(entry.text, entry.plan, 0)
         hit = self._type_through(group, prompt.prefix)
@@ -101,13 +109,15 @@ class CompletionCache:
         text: str,
         plan: Plan | None,
         usage: Usage | None = None,
+        *,
+        ahead: bool = False,
     ) -> None:
         if self.max_entries <= 0 or not text:
             return
         group = self._group(backend, prompt)
         tail = prompt.prefix[-self.prefix_chars :]
         key = (group, tail)
-        self._entries[key] = _Entry(tail, text, plan, usage)
+        self._entries[key] = _Entry(tail, text, plan, usage, ahead)
         self._entries.move_to_end(key)
         self._groups.setdefault(group, {})[tail] = None
         while len(self._entries) > self.max_entries:

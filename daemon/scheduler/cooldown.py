@@ -2,8 +2,12 @@
 
 A backend cools down after a retryable failure: exactly as long as the server asked when
 it said (Retry-After and friends), else a short default that doubles with consecutive
-failures. While cooling, the scheduler sends it nothing and falls back instead. The state
-is shared by every backend with the same API key and URL, since they share one quota.
+failures. While cooling, the scheduler falls back to other backends instead. A *hard*
+cooldown (a rate limit, or any wait the server asked for) is never broken: the request
+fails at once with the wait. A *soft* one (5xx, timeout, connection error with no word
+from the server) only moves the backend to the end of the chain, so a single local server
+that hiccupped once is still asked (LiteLLM's single-deployment cooldowns confuse users).
+The state is shared by every backend with the same API key and URL: one quota.
 """
 
 from __future__ import annotations
@@ -47,6 +51,12 @@ class Health:
     kind: str = ""
     failures: int = 0
     """Consecutive retryable failures (reset by a success)."""
+    hard: bool = False
+    """The server asked for the wait (or it is a rate limit): send nothing until it ends."""
+
+    def blocked(self, now: float) -> bool:
+        """Cooling hard: no request may go out."""
+        return self.hard and now < self.cooling_until
 
     def cooling(self, now: float) -> bool:
         return now < self.cooling_until
@@ -68,6 +78,7 @@ class Health:
             self.cooling_until = until
             self.reason = str(error)
             self.kind = kind
+            self.hard = server_delay is not None or kind == "rate_limited"
         return delay
 
     def hold_until(self, until: float, reason: str) -> None:
@@ -76,6 +87,10 @@ class Health:
             self.cooling_until = until
             self.reason = reason
             self.kind = "rate_limited"
+            self.hard = True
 
     def succeed(self) -> None:
+        """It answered: a soft cooldown is over (a hard one lasts as the server asked)."""
         self.failures = 0
+        if not self.hard:
+            self.cooling_until = 0.0

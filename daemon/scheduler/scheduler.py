@@ -313,8 +313,12 @@ class Scheduler:
         batch_window_s: float = DEFAULT_BATCH_WINDOW_S,
         batch_max: int = DEFAULT_BATCH_MAX,
         batch_priorities: frozenset[str] = frozenset({"prefetch", "batch"}),
+        unusable: Mapping[str, AnyfillError] | None = None,
     ) -> None:
         self.routing = routing or RoutingConfig()
+        self.unusable = dict(unusable or {})
+        """Backends that could not be built (e.g. a missing key): their error is raised when
+        a chain reaches them, after the backends before them failed."""
         self.clock: Clock = clock or RealClock()
         self.bus = bus
         self.cache = cache if cache is not None else CompletionCache()
@@ -439,14 +443,20 @@ class Scheduler:
             if not rivals:
                 del self._targets[request.context.target]
 
-    def _chain(self, request: CompletionRequest) -> list[_Lane]:
+    def _chain(self, request: CompletionRequest) -> tuple[list[_Lane], AnyfillError | None]:
+        """The usable lanes in order, and the error of an unusable backend that ends them."""
         names = request.backends or tuple(self.routing.default)
         lanes: list[_Lane] = []
         for name in names:
+            if name in self.unusable:
+                if not lanes:
+                    raise self.unusable[name]
+                return lanes, self.unusable[name]
             lane = self._lanes.get(name)
             if lane is None:
+                known = ", ".join(sorted({*self._lanes, *self.unusable})) or "none"
                 raise ConfigError(
-                    f"no backend named '{name}' (configured: {', '.join(self._lanes) or 'none'})",
+                    f"no enabled backend named '{name}' (configured: {known})",
                     key="routing.default",
                 )
             if lane.config.enabled:
@@ -456,7 +466,7 @@ class Scheduler:
                 "no enabled backend to ask: enable one or add it to routing.default",
                 key="routing.default",
             )
-        return lanes
+        return lanes, None
 
     def _record(
         self,
@@ -533,13 +543,14 @@ class Scheduler:
     ) -> AsyncGenerator[DispatchEvent, None]:
         ticket = self._admit(request)
         try:
-            lanes = self._chain(request)
+            lanes, chain_end = self._chain(request)
             if request.deadline is not None and self.clock.now() >= request.deadline:
                 error = self._deadline_passed(ticket, lanes[0], 0.0)
                 self._record(request.id, lanes[0], "deadline", reason=error.reason)
                 raise error
+            interactive = request.priority == "interactive"
             for lane in lanes:
-                hit = self.cache.get(lane.cache_key, prompt)
+                hit = self.cache.get(lane.cache_key, prompt, interactive=interactive)
                 if hit is not None:
                     self._record(request.id, lane, "cache", reason=f"typed {hit.typed}")
                     yield Attempt(lane.name)
@@ -554,12 +565,8 @@ class Scheduler:
                         yield event
                 return
             failures: list[BackendError] = []
-            for lane in lanes:
+            for lane in self._by_health(request, lanes, failures):
                 ticket.check()
-                if lane.health.cooling(self.clock.now()):
-                    failures.append(self._cooling_error(lane))
-                    self._record(request.id, lane, "cooling", reason=str(failures[-1]))
-                    continue
                 try:
                     async with aclosing(self._attempt(ticket, ticket.runner, lane, prompt)) as ev:
                         async for event in ev:
@@ -569,9 +576,31 @@ class Scheduler:
                     if not falls_back(error) or not self.routing.fallback:
                         raise
                     failures.append(error)
+            if chain_end is not None:
+                raise chain_end
             raise self._all_failed(failures)
         finally:
             self._forget(ticket)
+
+    def _by_health(
+        self, request: CompletionRequest, lanes: list[_Lane], failures: list[BackendError]
+    ) -> list[_Lane]:
+        """Healthy lanes in chain order, then softly cooling ones as a last resort.
+
+        Hard-cooling lanes are left out; their "wait N s" error joins ``failures``.
+        """
+        now = self.clock.now()
+        healthy: list[_Lane] = []
+        soft: list[_Lane] = []
+        for lane in lanes:
+            if lane.health.blocked(now):
+                failures.append(self._cooling_error(lane))
+                self._record(request.id, lane, "cooling", reason=str(failures[-1]))
+            elif lane.health.cooling(now):
+                soft.append(lane)
+            else:
+                healthy.append(lane)
+        return healthy + soft
 
     def _all_failed(self, failures: list[BackendError]) -> BackendError:
         last = failures[-1]
@@ -635,7 +664,7 @@ class Scheduler:
             if request.deadline is not None and now >= request.deadline:
                 outcome = "deadline"
                 raise self._deadline_passed(ticket, lane, now - enqueued)
-            if lane.health.cooling(now):  # it started cooling while we waited
+            if lane.health.blocked(now):  # the server asked for a pause while we waited
                 outcome = "cooling"
                 raise self._cooling_error(lane)
             ticket.check()
@@ -692,7 +721,14 @@ class Scheduler:
             lane.health.succeed()
             text = "".join(pieces)
             if text:
-                self.cache.put(lane.cache_key, prompt, text, observer.plan, observer.usage)
+                self.cache.put(
+                    lane.cache_key,
+                    prompt,
+                    text,
+                    observer.plan,
+                    observer.usage,
+                    ahead=request.priority != "interactive",
+                )
             yield Finished(observer.usage or Usage())
         except RequestDropped as error:
             outcome = ticket.drop_outcome if ticket.drop_reason else "deadline"
@@ -782,7 +818,9 @@ class Scheduler:
             if answer.plan is not None:
                 yield Planned(answer.plan)
             if result.text:
-                self.cache.put(lane.cache_key, prompt, result.text, answer.plan, result.usage)
+                self.cache.put(
+                    lane.cache_key, prompt, result.text, answer.plan, result.usage, ahead=True
+                )
                 yield Text(result.text)
             yield Finished(result.usage)
         except RequestDropped as error:
@@ -855,7 +893,7 @@ class Scheduler:
                 members.append(member)
             if not members:
                 return
-            if lane.health.cooling(now):
+            if lane.health.blocked(now):
                 error = self._cooling_error(lane)
                 for member in members:
                     member.future.set_exception(error)
@@ -934,14 +972,7 @@ class Scheduler:
         queue: asyncio.Queue[tuple[int, _Lane | None, Any]] = asyncio.Queue()
         hedge_s = self.routing.hedge_after_ms / 1000.0
         failures: list[BackendError] = []
-        candidates: list[_Lane] = []
-        now = clock.now()
-        for lane in lanes:
-            if lane.health.cooling(now):
-                failures.append(self._cooling_error(lane))
-                self._record(request.id, lane, "cooling", reason=str(failures[-1]))
-            else:
-                candidates.append(lane)
+        candidates = self._by_health(request, lanes, failures)
         if not candidates:
             raise self._all_failed(failures)
         running: dict[str, asyncio.Task[None]] = {}

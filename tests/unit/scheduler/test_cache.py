@@ -63,3 +63,17 @@ def test_empty_answers_are_not_cached() -> None:
     prompt = FimPrompt(prefix="x", suffix="")
     cache.put("b", prompt, "", PLAN)
     assert cache.get("b", prompt) is None
+
+
+def test_interactive_exact_repeat_is_a_retry_but_a_prefetched_answer_is_served_once() -> None:
+    cache = CompletionCache()
+    asked = FimPrompt(prefix="a = ", suffix="")
+    cache.put("b", asked, "1", PLAN)
+    assert cache.get("b", asked, interactive=True) is None
+    assert cache.get("b", asked) is not None  # prefetch and batch callers still reuse it
+    ahead = FimPrompt(prefix="b = ", suffix="")
+    cache.put("b", ahead, "2", PLAN, ahead=True)
+    hit = cache.get("b", ahead, interactive=True)
+    assert hit is not None
+    assert hit.text == "2"
+    assert cache.get("b", ahead, interactive=True) is None

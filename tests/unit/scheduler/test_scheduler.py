@@ -472,16 +472,25 @@ async def test_superseding_a_hedged_request_closes_both_streams(clock: ManualClo
         assert b.open == 0
 
 
-async def test_cache_answers_repeats_and_type_through(clock: ManualClock) -> None:
+async def test_cache_type_through_and_prefetched_answers(clock: ManualClock) -> None:
     backend = FakeBackend("a", clock, default=Reply(chunks=("return ", "a + b")))
+    head = "def add(a, b):\n    "
     async with Scheduler([backend], RoutingConfig(default=["a"]), clock=clock) as scheduler:
-        first = await collect(scheduler, request("r1"), prefix="def add(a, b):\n    ")
-        again = await collect(scheduler, request("r2"), prefix="def add(a, b):\n    ")
-        typed = await collect(scheduler, request("r3"), prefix="def add(a, b):\n    retu")
-    assert text_of(first) == text_of(again) == "return a + b"
+        first = await collect(scheduler, request("r1"), prefix=head)
+        typed = await collect(scheduler, request("r2"), prefix=head + "retu")
+        assert len(backend.calls) == 1
+        # Pressing the hotkey again at the same place means "try again": ask the backend.
+        again = await collect(scheduler, request("r3"), prefix=head)
+        assert len(backend.calls) == 2
+        # A prefetch fetched ahead is served once to the interactive request that follows.
+        await collect(scheduler, request("p1", priority="prefetch"), prefix="x = ")
+        shown = await collect(scheduler, request("r4"), prefix="x = ")
+        assert len(backend.calls) == 3
+        await collect(scheduler, request("r5"), prefix="x = ")
+        assert len(backend.calls) == 4
+    assert text_of(first) == text_of(again) == text_of(shown) == "return a + b"
     assert text_of(typed) == "rn a + b"
-    assert len(backend.calls) == 1
-    assert scheduler.metrics.summary("a").outcomes == (("cache", 2), ("ok", 1))
+    assert scheduler.metrics.summary("a").outcomes == (("cache", 2), ("ok", 4))
 
 
 async def test_metrics_costs_and_events(clock: ManualClock) -> None:
@@ -519,7 +528,7 @@ async def test_unknown_backend_is_a_config_error(clock: ManualClock) -> None:
 
     backend = FakeBackend("a", clock)
     async with Scheduler([backend], RoutingConfig(default=["a"]), clock=clock) as scheduler:
-        with pytest.raises(ConfigError, match="no backend named 'zzz'"):
+        with pytest.raises(ConfigError, match="no enabled backend named 'zzz'"):
             await collect(scheduler, request("r1", backends=("zzz",)))
 
 
@@ -550,3 +559,23 @@ async def test_shutdown_drops_live_requests(clock: ManualClock) -> None:
         await task
     with pytest.raises(RequestDropped, match="shut down"):
         await collect(scheduler, request("r2"))
+
+
+async def test_soft_cooldown_moves_a_backend_last_but_still_asks_it(clock: ManualClock) -> None:
+    a = FakeBackend("a", clock, url="http://127.0.0.1:1", default=Reply(chunks=("a",)))
+    b = FakeBackend("b", clock, url="http://127.0.0.1:2", default=Reply(chunks=("b",)))
+    a.script.append(Reply(error=ServerError("a", "500 with no Retry-After")))
+    b.script.append(Reply(error=ServerError("b", "500")))
+    async with Scheduler([a, b], RoutingConfig(default=["a", "b"]), clock=clock) as scheduler:
+        with pytest.raises(ServerError):
+            await collect(scheduler, request("r1"))
+        assert scheduler.cooling("a") > 0
+        assert scheduler.cooling("b") > 0
+        # Both cool softly: still asked, in chain order, rather than failing unasked.
+        assert text_of(await collect(scheduler, request("r2"), prefix="2")) == "a"
+        b.script.append(Reply(chunks=("b again",)))
+        a.script.append(Reply(error=ServerError("a", "500")))
+        assert text_of(await collect(scheduler, request("r3"), prefix="3")) == "b again"
+        # a cools softly again and b is healthy: b goes first now.
+        assert text_of(await collect(scheduler, request("r4"), prefix="4")) == "b"
+    assert [len(a.calls), len(b.calls)] == [3, 3]
