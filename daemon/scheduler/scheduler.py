@@ -1000,7 +1000,7 @@ class Scheduler:
         try:
             start()
             while True:
-                kind, lane, payload = await runner.wait(queue.get())  # type: ignore[arg-type]
+                kind, lane, payload = await runner.wait(queue.get())
                 if kind == _HEDGE:
                     hedge_timer = None
                     if winner is None and next_index < len(candidates):
