@@ -85,6 +85,7 @@ class XSession:
             XDG_RUNTIME_DIR=str(workdir / "run"),
             QT_QPA_PLATFORM="xcb",
             NO_AT_BRIDGE="1",
+            GSETTINGS_BACKEND="memory",
         )
         env.pop("WAYLAND_DISPLAY", None)
         (workdir / "run").mkdir(mode=0o700)
@@ -129,9 +130,19 @@ class XSession:
         """Real key events through XTEST, as a keyboard would send them."""
         self.run("xdotool", "key", "--clearmodifiers", "--delay", "0", *keys)
 
-    def focus(self, wid: int) -> None:
+    def focus(self, wid: int, *, exact: bool = True) -> None:
         self.run("xdotool", "windowfocus", "--sync", str(wid))
-        wait_until(lambda: self.focused() == wid, 3, f"focus on {wid:#x}")
+        if exact:
+            wait_until(lambda: self.focused() == wid, 3, f"focus on {wid:#x}")
+
+    def find_window(self, wm_class: str, within: float = 20) -> int:
+        """The first visible window of that class (GTK also has an unmapped leader)."""
+
+        def search() -> int:
+            out = self.run("xdotool", "search", "--onlyvisible", "--class", wm_class, check=False)
+            return int(out.split()[0]) if out.split() else 0
+
+        return wait_until(search, within, f"a {wm_class} window")
 
     def focused(self) -> int:
         return int(self.run("xdotool", "getwindowfocus").strip() or 0)
