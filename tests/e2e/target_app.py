@@ -4,7 +4,9 @@ The test drives it over a local socket, one JSON object per line:
 ``{"cmd": "state"}`` -> text, caret, anchor, clipboard and PRIMARY as the app sees them;
 ``{"cmd": "set", "text": ..., "caret": ...}`` -> replace the document, place the caret;
 ``{"cmd": "copy_rich", "text": ..., "html": ...}`` -> put several formats on the clipboard;
-``{"cmd": "quit"}``. The first line it answers is ``{"wid": <X window id>}``.
+``{"cmd": "changed"}`` -> ``time.monotonic()`` of the last text change (the clock is
+system-wide, so a benchmark can compare it with its own); ``{"cmd": "quit"}``.
+The first line it answers is ``{"wid": <X window id>}``.
 
 Usage: python -m tests.e2e.target_app SOCKET_PATH [CLASS_NAME]
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any
 
 from PySide6.QtCore import QEvent, QMimeData, QObject, Qt
@@ -51,6 +54,8 @@ class Target:
         self.keys = KeyLog()
         self.editor = QPlainTextEdit()
         self.editor.installEventFilter(self.keys)
+        self.changed_at = 0.0
+        self.editor.textChanged.connect(self._on_change)
         self.editor.setWindowTitle("anyfill e2e target")
         self.editor.resize(600, 300)
         self.editor.show()
@@ -60,6 +65,9 @@ class Target:
             raise SystemExit(f"cannot listen on {socket_path}")
         self.server.newConnection.connect(self._accept)
         self._buffers: dict[QLocalSocket, bytes] = {}
+
+    def _on_change(self) -> None:
+        self.changed_at = time.monotonic()
 
     def _accept(self) -> None:
         while self.server.hasPendingConnections():
@@ -96,6 +104,8 @@ class Target:
             mime.setData("application/x-anyfill-test", request["text"].encode()[::-1])
             QGuiApplication.clipboard().setMimeData(mime, QClipboard.Mode.Clipboard)
             return {"ok": True}
+        if cmd == "changed":
+            return {"at": self.changed_at, "text": self.editor.toPlainText()}
         if cmd == "quit":
             self.app.quit()
             return {"ok": True}
