@@ -87,10 +87,25 @@ def _not_yet(command: str, issue: str) -> NoReturn:
     raise click.ClickException(f"'anyfill {command}' is not yet available (tracked in {issue})")
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def complete() -> None:
-    """Complete a document holding a cursor marker (not yet available)."""
-    _not_yet("complete", "issue #3")
+@cli.command()
+@click.argument("document", required=False, metavar="[FILE|-]")
+@click.option("--marker", help="Cursor marker in the document (default: capture.cursor_marker).")
+@click.option("--prefix-file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--suffix-file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--jsonl", metavar="IN.jsonl", help='Batch: one {"id","prefix","suffix"} per line.')
+@click.option("--backend", "backend_name", metavar="NAME", help="A configured backend.")
+@click.option("--type", "type_name", metavar="TYPE", help="Ad-hoc backend type (with --url).")
+@click.option("--url", help="Ad-hoc backend URL.")
+@click.option("--model", help="Model for the ad-hoc backend.")
+@click.option("--api-key-env", metavar="VAR", help="Environment variable with the ad-hoc key.")
+@click.option("--max-tokens", type=click.IntRange(1, 32768))
+@click.option("--json", "as_json", is_flag=True, help="Print backend, mode, timing and raw text.")
+@pass_state
+def complete(state: CliState, /, **options: Any) -> int:
+    """Print the text that belongs at the cursor marker of FILE (or stdin)."""
+    from anyfill.daemon.complete_cmd import CompleteArgs, run_complete
+
+    return run_complete(state.settings, CompleteArgs(**options))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
@@ -197,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
 
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        cli.main(args=argv, prog_name="anyfill", standalone_mode=False)
+        result = cli.main(args=argv, prog_name="anyfill", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("anyfill: aborted", err=True)
         return EXIT_FAILURE
@@ -221,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
             err=True,
         )
         return EXIT_FAILURE
-    return EXIT_OK
+    # A command may return its exit code (`complete --jsonl` when some lines failed).
+    return result if isinstance(result, int) else EXIT_OK
 
 
 def _report(exc: BaseException, debug: bool) -> None:
