@@ -131,6 +131,10 @@ class Clipboard(Protocol):
 
     async def read_text(self, which: Which, timeout_s: float) -> str | None: ...
 
+    def owned_by_program_of(self, which: Which, window_id: int) -> bool:
+        """True when the program owning ``window_id`` currently owns ``which``."""
+        ...
+
 
 class Windows(Protocol):
     def focused(self) -> Target | None: ...

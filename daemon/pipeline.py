@@ -138,6 +138,7 @@ class Pipeline:
             log.info("no preview window in headless mode; inserting directly")
         try:
             captured = await _uninterrupted(capture(target, app, self._strategies))
+            theirs = desktop.clipboard.owned_by_program_of("primary", target.window_id)
             request = CompletionRequest(context=captured.context)
             self._request_id = request.id
             log.debug(
@@ -160,7 +161,9 @@ class Pipeline:
             await self._deliver_to_clipboard(captured, middle)
             return Outcome(action, "clipboard", "", target.app, middle, "clipboard", _ms(started))
         try:
-            method = await _uninterrupted(self._inserter.insert(middle, target, app))
+            method = await _uninterrupted(
+                self._inserter.insert(middle, target, app, selection_was_theirs=theirs)
+            )
         except FocusChanged as exc:
             return Outcome(action, "kept", str(exc), target.app, middle, ms=_ms(started))
         except AnyfillError as exc:

@@ -70,8 +70,13 @@ class KeyboardCapture:
         if not selected:
             return ""  # nothing to select: the caret is at this edge
         copied = await _first((clip_offer.lost,), self._config.copy_timeout_ms / 1000)
-        text = await clipboard.read_text("clipboard", self._config.copy_timeout_ms / 1000)
+        timeout = self._config.copy_timeout_ms / 1000
+        text = await clipboard.read_text("clipboard", timeout)
         await keys.press(collapse)
+        # A round trip to the app (it owns the clipboard now): it answers after handling
+        # the collapse key, so its reaction to losing the selection (GTK gives PRIMARY
+        # up) is over before we restore the user's PRIMARY.
+        await clipboard.read_text("clipboard", timeout)
         if not copied or text is None:
             raise CaptureError(f"the application did not copy the selection with {copy}")
         return text

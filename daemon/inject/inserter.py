@@ -8,7 +8,7 @@ from functools import partial
 from anyfill.config.model import InsertConfig
 from anyfill.daemon.apprules import AppSettings
 from anyfill.daemon.desktop import Desktop, Target
-from anyfill.daemon.inject.focus import ensure_focus
+from anyfill.daemon.inject.focus import ensure_focus, ensure_no_new_selection
 from anyfill.daemon.inject.paste import paste
 from anyfill.daemon.inject.policy import Method, choose
 
@@ -20,9 +20,21 @@ class Inserter:
         self._desktop = desktop
         self._config = config
 
-    async def insert(self, text: str, target: Target, app: AppSettings) -> Method:
-        """Insert ``text`` at the caret of ``target``; FocusChanged if it lost the focus."""
-        guard = partial(ensure_focus, self._desktop.windows, target.window_id)
+    async def insert(
+        self, text: str, target: Target, app: AppSettings, *, selection_was_theirs: bool
+    ) -> Method:
+        """Insert ``text`` at the caret of ``target``; FocusChanged if it lost the focus.
+
+        ``selection_was_theirs``: the target owned PRIMARY right after capture (then a
+        new selection cannot be told apart, and the selection guard is off).
+        """
+        focus = partial(ensure_focus, self._desktop.windows, target.window_id)
+
+        def guard() -> None:
+            focus()
+            if not selection_was_theirs:
+                ensure_no_new_selection(self._desktop.clipboard, target.window_id)
+
         guard()
         method, why = choose(app.mode, text, self._config.type_max_chars)
         if method == "type" and not self._desktop.keys.can_type(text):

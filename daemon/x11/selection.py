@@ -171,6 +171,11 @@ class X11Clipboard:
         """The X client a resource belongs to: ids share the bits outside the id mask."""
         return window_id & ~int(self._conn.display.display.info.resource_id_mask)
 
+    def owned_by_program_of(self, which: Which, window_id: int) -> bool:
+        owner = self._conn.display.get_selection_owner(self._conn.atom(_NAMES[which]))
+        owner_id = int(getattr(owner, "id", 0))
+        return owner_id != 0 and self._client(owner_id) == self._client(window_id)
+
     # -- reading ---------------------------------------------------------------------
 
     async def _read_target(

@@ -279,3 +279,63 @@ def _wait(check: object, what: str) -> None:
     from tests.e2e.harness import wait_until
 
     wait_until(check, 5, what)  # type: ignore[arg-type]
+
+
+def test_selection_made_while_waiting_is_not_pasted_over(
+    x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, server = llama
+    text = unique("Hello world")
+    prepare(x, qt, text, 6)
+    responder.queue.clear()
+    responder.push(Reply(text="never ", delay_s=0.5))
+    before = len(infill(server))
+    count = len(daemon.outcomes())
+
+    x.key(HOTKEY)
+    _wait(lambda: len(infill(server)) > before, "the request")
+    x.key("shift+Right")  # the user selects the "w" while the backend thinks
+    outcome = daemon.wait_outcome(count + 1)
+
+    assert outcome.status == "failed", outcome
+    assert "selected" in outcome.reason
+    state = qt.state()
+    assert (state["text"], state["selected"]) == (text, "w")
+    assert x.get_clipboard() == USER_CLIP
+
+
+def test_large_clipboard_survives_byte_for_byte(
+    x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    # Larger than one X request: both the save and the restore go incrementally (INCR).
+    big = "".join(f"line {n} ✓ of a large clipboard\n" for n in range(30000))
+    text = unique("Hello world")
+    qt.set(text, 6)
+    x.focus(qt.wid)
+    x.set_clipboard(big)
+    llama[0].queue.clear()
+    llama[0].push(Reply(text="big "))
+
+    outcome = press(x, daemon)
+
+    assert outcome.status == "inserted", outcome
+    assert qt.state()["text"] == "Hello big " + text[6:]
+    restored = x.get_clipboard()
+    ok = FIGURES["R1 user clipboard restored"].check(restored == big)
+    assert ok, f"{len(big)} characters copied, {len(restored or '')} restored"
+
+
+def test_preview_hotkey_without_a_window_pastes(
+    x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    text = unique("Hello world")
+    prepare(x, qt, text, 6)
+    llama[0].queue.clear()
+    llama[0].push(Reply(text="big "))
+
+    outcome = press(x, daemon, "ctrl+alt+Return")
+
+    assert outcome.status == "inserted", outcome
+    assert "no preview window in headless mode" in daemon.log()
+    assert qt.state()["text"] == "Hello big " + text[6:]
+    assert_selections_restored(x, qt)
