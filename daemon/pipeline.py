@@ -80,7 +80,7 @@ class Pipeline:
 
     def cancel(self) -> None:
         task = self._current
-        if task is not None and not task.done():
+        if task is not None and not task.done() and not task.cancelling():
             task.cancel()
             if self._request_id is not None:
                 asyncio.get_running_loop().create_task(self._completer.cancel(self._request_id))

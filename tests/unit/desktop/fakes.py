@@ -1,0 +1,119 @@
+"""Doubles of the desktop ports (keys, clipboard, windows) and of the Completer protocol.
+
+They stand at the platform boundary so the pipeline's own logic runs for real: the fake
+"application" fetches the clipboard when it receives the paste keys, as X11 apps do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from anyfill.daemon.backends.base import Plan
+from anyfill.daemon.completion import Completion, CompletionRequest
+from anyfill.daemon.desktop import ClipSnapshot, Desktop, Offer, Target, Which
+
+
+class FakeClipboard:
+    def __init__(self, user_text: str = "user clipboard") -> None:
+        self.data: dict[Which, ClipSnapshot] = {
+            "clipboard": ClipSnapshot.from_text(user_text),
+            "primary": ClipSnapshot(),
+        }
+        self.offers: dict[Which, Offer] = {}
+        self.app_owns_primary = False
+
+    async def snapshot(self, which: Which) -> ClipSnapshot:
+        return self.data[which]
+
+    async def offer(self, which: Which, snapshot: ClipSnapshot, reader: int | None = None) -> Offer:
+        if which in self.offers:
+            self.offers[which].lost.set()
+        self.data[which] = snapshot
+        self.offers[which] = Offer(snapshot)
+        return self.offers[which]
+
+    async def restore(self, which: Which, snapshot: ClipSnapshot) -> None:
+        await self.offer(which, snapshot)
+
+    def current_offer(self, which: Which) -> Offer | None:
+        return self.offers.get(which)
+
+    async def read_text(self, which: Which, timeout_s: float) -> str | None:
+        return self.data[which].text()
+
+    def owned_by_program_of(self, which: Which, window_id: int) -> bool:
+        return which == "primary" and self.app_owns_primary
+
+
+class FakeKeys:
+    def __init__(self, clipboard: FakeClipboard, paste_keys: str = "<ctrl>+v") -> None:
+        self.clipboard = clipboard
+        self.paste_keys = paste_keys
+        self.pressed: list[str] = []
+        self.typed: list[str] = []
+        self.pasted: list[str] = []
+
+    @property
+    def injecting(self) -> bool:
+        return False
+
+    async def press(self, chord: str) -> None:
+        self.pressed.append(chord)
+        offer = self.clipboard.current_offer("clipboard")
+        if chord == self.paste_keys and offer is not None:
+            self.pasted.append(offer.snapshot.text() or "")
+            offer.note_fetch()  # the application reads what it pastes
+
+    def can_type(self, text: str) -> bool:
+        return text.isascii()
+
+    async def type_text(self, text: str) -> None:
+        self.typed.append(text)
+
+    async def wait_released(self, timeout_s: float) -> bool:
+        return True
+
+
+class FakeWindows:
+    def __init__(self, target: Target) -> None:
+        self.target: Target | None = target
+
+    def focused(self) -> Target | None:
+        return self.target
+
+    def is_password_field(self, target: Target) -> bool | None:
+        return None
+
+
+def fake_desktop(target: Target) -> tuple[Desktop, FakeKeys, FakeClipboard, FakeWindows]:
+    clipboard = FakeClipboard()
+    keys = FakeKeys(clipboard)
+    windows = FakeWindows(target)
+    return Desktop(keys, clipboard, windows), keys, clipboard, windows
+
+
+@dataclass
+class FakeCompleter:
+    """Answers ``middle``; with ``gate`` set, waits for it first (a slow backend)."""
+
+    middle: str = "big "
+    gate: asyncio.Event | None = None
+    on_request: Callable[[CompletionRequest], None] | None = None
+    requests: list[CompletionRequest] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+
+    async def complete(
+        self, request: CompletionRequest, on_text: Callable[[str], None] | None = None
+    ) -> Completion:
+        self.requests.append(request)
+        if self.on_request is not None:
+            self.on_request(request)
+        if self.gate is not None:
+            await self.gate.wait()
+        return Completion(request.id, self.middle, self.middle, "fake", Plan("native"), 1.0)
+
+    async def cancel(self, request_id: str) -> bool:
+        self.cancelled.append(request_id)
+        return True

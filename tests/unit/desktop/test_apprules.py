@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from anyfill.config.model import AppRule, InsertConfig
+from anyfill.daemon.apprules import resolve
+from anyfill.daemon.desktop import Target
+
+
+def target(app: str, instance: str = "", process: str = "") -> Target:
+    return Target(window_id=1, app=app, instance=instance, process=process)
+
+
+def test_terminals_use_clipboard_mode_and_their_own_keys_by_default() -> None:
+    settings = resolve(target("XTerm", "xterm"), InsertConfig(), ["accessibility", "keyboard"])
+    assert settings.capture == ("clipboard",)
+    assert (settings.copy_keys, settings.paste_keys) == ("<ctrl>+<shift>+c", "<ctrl>+<shift>+v")
+    assert not settings.disabled
+
+
+def test_password_managers_are_disabled_by_default() -> None:
+    for name in ("KeePassXC", "1Password", "Bitwarden", "pinentry-gtk-2"):
+        assert resolve(target(name), InsertConfig(), ["keyboard"]).disabled, name
+
+
+def test_other_apps_get_the_global_settings() -> None:
+    settings = resolve(target("Mousepad", "mousepad"), InsertConfig(), ["keyboard"])
+    assert settings.capture == ("keyboard",)
+    assert (settings.paste_keys, settings.copy_keys, settings.mode) == (
+        "<ctrl>+v",
+        "<ctrl>+c",
+        "paste",
+    )
+    assert settings.rule == ""
+
+
+def test_first_matching_rule_wins_and_may_match_the_process_name() -> None:
+    config = InsertConfig(
+        apps=[
+            AppRule(match="^emacs$", paste_keys="<shift>+<insert>"),
+            AppRule(match="emacs", disabled=True),
+        ]
+    )
+    settings = resolve(target("Emacs", process="emacs"), config, ["keyboard"])
+    assert settings.paste_keys == "<shift>+<insert>"
+    assert not settings.disabled
+    assert settings.rule == "^emacs$"
+
+
+def test_a_rule_leaves_unset_fields_to_the_defaults() -> None:
+    config = InsertConfig(mode="type", apps=[AppRule(match="Chromium", paste_keys="<ctrl>+v")])
+    settings = resolve(target("Chromium"), config, ["accessibility", "keyboard"])
+    assert settings.mode == "type"
+    assert settings.capture == ("accessibility", "keyboard")

@@ -1,0 +1,54 @@
+"""``anyfill run --headless`` without a display: one clear line and exit status 1."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CONFIG = """
+[[backends]]
+name = "stub"
+type = "llamacpp"
+url = "http://127.0.0.1:9"
+
+[routing]
+default = ["stub"]
+
+[logging]
+file = false
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra_env", "message"),
+    [
+        ({}, "anyfill: error: no X display: DISPLAY is not set\n"),
+        (
+            {"WAYLAND_DISPLAY": "wayland-0"},
+            "anyfill: error: no X display: DISPLAY is not set "
+            "(Wayland sessions need Xwayland and DISPLAY)\n",
+        ),
+    ],
+)
+def test_no_display_is_a_clear_error(
+    tmp_path: Path, extra_env: dict[str, str], message: str
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(CONFIG)
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env.update(extra_env, XDG_STATE_HOME=str(tmp_path))
+    result = subprocess.run(
+        [sys.executable, "-m", "anyfill.daemon.cli", "--config", str(config), "run", "--headless"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.endswith(message)
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,151 @@
+"""The pipeline's decisions with the desktop ports and the completer faked at their edge:
+rules, the focus and selection guards, supersede, cancel, clipboard mode."""
+
+from __future__ import annotations
+
+import asyncio
+
+from anyfill.config.model import CaptureStrategy, Settings
+from anyfill.daemon.apprules import AppSettings
+from anyfill.daemon.capture.base import Captured, Strategy, trimmed
+from anyfill.daemon.desktop import Target
+from anyfill.daemon.errors import CaptureError, SecureField
+from anyfill.daemon.pipeline import Pipeline
+from tests.unit.desktop.fakes import FakeCompleter, fake_desktop
+
+EDITOR = Target(window_id=0x100, app="Mousepad", instance="mousepad", process="mousepad")
+
+
+class FixedCapture:
+    """A capture strategy answering fixed text (or failing), counting its calls."""
+
+    def __init__(
+        self,
+        name: CaptureStrategy,
+        prefix: str = "Hello ",
+        suffix: str = "world",
+        error: CaptureError | None = None,
+    ) -> None:
+        self.name = name
+        self.prefix, self.suffix, self.error = prefix, suffix, error
+        self.calls = 0
+
+    async def capture(self, target: Target, app: AppSettings) -> Captured:
+        self.calls += 1
+        if self.error is not None:
+            raise self.error
+        return trimmed(
+            self.prefix, self.suffix, target, self.name, max_prefix=4000, max_suffix=1000
+        )
+
+
+def build(
+    target: Target = EDITOR, completer: FakeCompleter | None = None, **strategies: Strategy
+) -> tuple[Pipeline, FakeCompleter, object, object, object]:
+    desktop, keys, clipboard, windows = fake_desktop(target)
+    completer = completer or FakeCompleter()
+    chain: dict[CaptureStrategy, Strategy] = {"keyboard": FixedCapture("keyboard")}
+    chain.update(strategies)  # type: ignore[arg-type]
+    return Pipeline(desktop, completer, Settings(), chain), completer, keys, clipboard, windows
+
+
+async def run(pipeline: Pipeline, action: str = "complete") -> None:
+    pipeline.trigger(action)  # type: ignore[arg-type]
+    task = pipeline._current
+    assert task is not None
+    await asyncio.wait([task])
+
+
+async def test_inserts_by_paste_and_restores_the_clipboard() -> None:
+    pipeline, completer, keys, clipboard, _ = build()
+    await run(pipeline)
+    outcome = pipeline.history[-1]
+    assert (outcome.status, outcome.method, outcome.middle) == ("inserted", "paste", "big ")
+    assert keys.pasted == ["big "]  # type: ignore[attr-defined]
+    assert clipboard.data["clipboard"].text() == "user clipboard"  # type: ignore[attr-defined]
+    assert completer.requests[0].context.prefix == "Hello "
+
+
+async def test_disabled_app_is_neither_read_nor_completed() -> None:
+    keyboard = FixedCapture("keyboard")
+    pipeline, completer, keys, _, _ = build(Target(window_id=7, app="KeePassXC"), keyboard=keyboard)
+    await run(pipeline)
+    assert pipeline.history[-1].status == "skipped"
+    assert (keyboard.calls, completer.requests, keys.pressed) == (0, [], [])  # type: ignore[attr-defined]
+
+
+async def test_focus_moved_while_waiting_keeps_the_completion_and_inserts_nothing() -> None:
+    other = Target(window_id=0x200, app="Chromium")
+    completer = FakeCompleter(middle="kept text")
+    pipeline, _, keys, _, windows = build(completer=completer)
+    completer.on_request = lambda _: setattr(windows, "target", other)
+    await run(pipeline)
+    outcome = pipeline.history[-1]
+    assert outcome.status == "kept"
+    assert outcome.middle == "kept text"
+    assert "0x100" in outcome.reason
+    assert "0x200" in outcome.reason
+    assert keys.pressed == []  # type: ignore[attr-defined]
+
+
+async def test_a_selection_made_while_waiting_blocks_the_paste() -> None:
+    completer = FakeCompleter()
+    pipeline, _, keys, clipboard, _ = build(completer=completer)
+    completer.on_request = lambda _: setattr(clipboard, "app_owns_primary", True)
+    await run(pipeline)
+    assert pipeline.history[-1].status == "failed"
+    assert "selected" in pipeline.history[-1].reason
+    assert keys.pasted == []  # type: ignore[attr-defined]
+
+
+async def test_newer_press_supersedes_and_cancel_stops() -> None:
+    gate = asyncio.Event()
+    completer = FakeCompleter(gate=gate)
+    pipeline, _, keys, _, _ = build(completer=completer)
+    pipeline.trigger("complete")
+    await asyncio.sleep(0.01)
+    pipeline.trigger("complete")  # supersedes the first
+    await asyncio.sleep(0.01)
+    pipeline.trigger("cancel")  # stops the second
+    await pipeline.aclose()
+    assert [o.status for o in pipeline.history] == ["cancelled", "cancelled"]
+    assert completer.cancelled == [r.id for r in completer.requests]
+    assert len(completer.cancelled) == 2
+    assert keys.pasted == []  # type: ignore[attr-defined]
+
+
+async def test_password_field_stops_the_chain() -> None:
+    keyboard = FixedCapture("keyboard")
+    secure = FixedCapture("accessibility", error=SecureField("password field"))
+    desktop_settings = Settings()
+    desktop_settings.capture.strategies = ["accessibility", "keyboard"]
+    pipeline, completer, _, _, _ = build(accessibility=secure, keyboard=keyboard)
+    pipeline._settings = desktop_settings
+    await run(pipeline)
+    assert pipeline.history[-1].status == "skipped"
+    assert (keyboard.calls, completer.requests) == (0, [])
+
+
+async def test_failed_strategies_fall_through_and_are_all_named() -> None:
+    broken = FixedCapture("accessibility", error=CaptureError("no AT-SPI here"))
+    pipeline, completer, _, _, _ = build(accessibility=broken)
+    pipeline._settings.capture.strategies = ["accessibility", "keyboard"]
+    await run(pipeline)
+    assert pipeline.history[-1].status == "inserted"
+    assert completer.requests[0].context.method == "keyboard"
+
+    pipeline._settings.capture.strategies = ["accessibility", "clipboard"]
+    await run(pipeline)
+    reason = pipeline.history[-1].reason
+    assert "accessibility: no AT-SPI here" in reason
+    assert "clipboard: not available here" in reason
+
+
+async def test_clipboard_mode_puts_the_completed_text_on_the_clipboard() -> None:
+    terminal = Target(window_id=9, app="XTerm", instance="xterm")
+    clip = FixedCapture("clipboard", prefix="ls -", suffix=" /tmp")
+    pipeline, _, keys, clipboard, _ = build(terminal, FakeCompleter(middle="la"), clipboard=clip)
+    await run(pipeline)
+    assert pipeline.history[-1].status == "clipboard"
+    assert clipboard.data["clipboard"].text() == "ls -la /tmp"  # type: ignore[attr-defined]
+    assert keys.pressed == []  # type: ignore[attr-defined]
