@@ -11,6 +11,7 @@ import contextlib
 import email.utils
 import json
 import re
+import socket
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ __all__ = [
     "map_transport_errors",
     "parse_json",
     "retry_after_seconds",
+    "transport_error",
 ]
 
 _MAX_MESSAGE = 300
@@ -113,42 +115,65 @@ def map_transport_errors(backend: str, url: str, *, streaming: bool = False) -> 
     """Turn httpx transport errors into anyfill errors that say what to check."""
     try:
         yield
-    except httpx.ConnectTimeout as exc:
-        raise BackendTimeout(
+    except httpx.TransportError as exc:
+        raise transport_error(backend, url, exc, streaming=streaming) from exc
+
+
+def transport_error(
+    backend: str, url: str, exc: httpx.TransportError, *, streaming: bool = False
+) -> BackendError:
+    """The anyfill error for a failed connection, read or write."""
+    origin = _origin(url)
+    # Transports differ in how they report a refused connection (httpx-aiohttp raises
+    # ConnectTimeout): the OS error underneath is what counts.
+    if _caused_by(exc, ConnectionRefusedError) or (
+        isinstance(exc, httpx.ConnectError) and not _caused_by(exc, socket.gaierror)
+    ):
+        return BackendUnavailable(
             backend,
-            f"backend '{backend}': connecting to {_origin(url)} timed out; check the URL and "
-            "the network, or raise timeouts.connect_s",
-        ) from exc
-    except httpx.ReadTimeout as exc:
-        raise BackendTimeout(
+            f"backend '{backend}': nothing listens on {origin}; start the server or fix the "
+            "backend's url",
+        )
+    if _caused_by(exc, socket.gaierror):
+        return BackendUnavailable(
+            backend, f"backend '{backend}': cannot resolve the host of {origin}; check the url"
+        )
+    if isinstance(exc, httpx.ConnectTimeout):
+        return BackendTimeout(
+            backend,
+            f"backend '{backend}': connecting to {origin} timed out; check the URL and the "
+            "network, or raise timeouts.connect_s",
+        )
+    if isinstance(exc, httpx.ReadTimeout):
+        return BackendTimeout(
             backend,
             f"backend '{backend}' sent nothing for too long; the server may be overloaded or "
             "loading the model (raise timeouts.first_token_s if it is just slow)",
-        ) from exc
-    except httpx.TimeoutException as exc:
-        raise BackendTimeout(backend, f"backend '{backend}': request timed out ({exc})") from exc
-    except httpx.ConnectError as exc:
-        if "Name or service not known" in str(exc) or "nodename" in str(exc):
-            message = f"backend '{backend}': cannot resolve the host of {_origin(url)}"
-        else:
-            message = (
-                f"backend '{backend}': nothing listens on {_origin(url)}; start the server "
-                "or fix the backend's url"
-            )
-        raise BackendUnavailable(backend, message) from exc
-    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-        if streaming:
-            raise ProtocolError(
-                backend,
-                f"backend '{backend}' dropped the connection in the middle of the answer",
-            ) from exc
-        raise BackendUnavailable(
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        return BackendTimeout(backend, f"backend '{backend}': request timed out ({exc})")
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError) and streaming:
+        return ProtocolError(
+            backend, f"backend '{backend}' dropped the connection in the middle of the answer"
+        )
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
+        return BackendUnavailable(
             backend, f"backend '{backend}' closed the connection before answering ({exc})"
-        ) from exc
-    except httpx.TransportError as exc:
-        raise BackendUnavailable(
-            backend, f"backend '{backend}': connection to {_origin(url)} failed ({exc})"
-        ) from exc
+        )
+    return BackendUnavailable(
+        backend, f"backend '{backend}': connection to {origin} failed ({exc})"
+    )
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind) or isinstance(getattr(current, "os_error", None), kind):
+            return True  # (aiohttp's ClientConnectorError keeps the OS error in os_error)
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _origin(url: str) -> str:

@@ -58,7 +58,7 @@ def anthropic_error(kind: str, message: str) -> dict[str, Any]:
 class Anthropic(Scripted):
     """A scripted Messages API; ``api_key`` checks ``x-api-key``."""
 
-    routes = (("POST", r"/v1/messages"),)
+    routes = (("POST", r"/v1/messages"), ("GET", r"/v1/models"))
 
     def __init__(
         self, *replies: Reply, default: Reply | None = None, api_key: str | None = None
@@ -71,6 +71,10 @@ class Anthropic(Scripted):
         model = str(body.get("model", ""))
         if self.api_key is not None and request.headers.get("x-api-key") != self.api_key:
             await response.json(401, anthropic_error("authentication_error", MESSAGES["auth"]))
+            return
+        if request.method == "GET":
+            data = [{"type": "model", "id": "claude-test", "display_name": "Claude Test"}]
+            await response.json(200, {"data": data, "has_more": False})
             return
         if request.headers.get("anthropic-version") != VERSION:
             message = "anthropic-version: header is required"

@@ -69,7 +69,10 @@ def gemini_error(reply: Reply, model: str) -> tuple[int, dict[str, Any]]:
 class Gemini(Scripted):
     """A scripted Gemini API; ``api_key`` checks ``x-goog-api-key`` (or ``?key=``)."""
 
-    routes = (("POST", r"/v1(beta)?/models/[^/:]+:(stream)?[gG]enerateContent"),)
+    routes = (
+        ("POST", r"/v1(beta)?/models/[^/:]+:(stream)?[gG]enerateContent"),
+        ("GET", r"/v1(beta)?/models/[^/:]+"),
+    )
 
     def __init__(
         self, *replies: Reply, default: Reply | None = None, api_key: str | None = None
@@ -86,6 +89,9 @@ class Gemini(Scripted):
                 status, body = gemini_error(Reply(error="auth"), model)
                 await response.json(status, body)
                 return
+        if request.method == "GET":
+            await response.json(200, {"name": f"models/{model}", "displayName": model})
+            return
         reply = self.next_reply()
         await response.sleep(reply.delay_s)
         if reply.error is not None:

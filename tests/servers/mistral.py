@@ -44,7 +44,7 @@ def mistral_error(reply: Reply, model: str) -> dict[str, Any]:
 class MistralFim(Scripted):
     """A scripted Codestral FIM endpoint; ``api_key`` checks ``Authorization: Bearer``."""
 
-    routes = (("POST", r"/v1/fim/completions"),)
+    routes = (("POST", r"/v1/fim/completions"), ("GET", r"/v1/models"))
 
     def __init__(
         self, *replies: Reply, default: Reply | None = None, api_key: str | None = None
@@ -59,6 +59,10 @@ class MistralFim(Scripted):
             f"Bearer {self.api_key}"
         ):
             await response.json(401, mistral_error(Reply(error="auth"), model))
+            return
+        if request.method == "GET":
+            data = [{"id": "codestral-latest", "object": "model", "owned_by": "mistralai"}]
+            await response.json(200, {"object": "list", "data": data})
             return
         reply = self.next_reply()
         await response.sleep(reply.delay_s)

@@ -64,6 +64,7 @@ class OpenAI(Scripted):
         ("POST", r"/completions"),
         ("POST", r"/v1/chat/completions"),
         ("POST", r"/chat/completions"),
+        ("GET", r"/v1/models"),
     )
 
     def __init__(
@@ -87,6 +88,10 @@ class OpenAI(Scripted):
             f"Bearer {self.api_key}"
         ):
             await response.json(401, openai_error(Reply(error="auth")))
+            return
+        if request.method == "GET":
+            model = {"id": self.model, "object": "model", "created": now(), "owned_by": "test"}
+            await response.json(200, {"object": "list", "data": [model]})
             return
         reply = self.next_reply()
         await response.sleep(reply.delay_s)

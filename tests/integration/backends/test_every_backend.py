@@ -232,3 +232,17 @@ async def test_cancelling_the_task_before_headers_closes_the_connection(
         gone = await srv.wait_disconnect(within=2)
     assert gone.at - started < 1.0
     assert gone.chunks_sent == 0
+
+
+async def test_health_check(case: Case, loopback: StartServer, refused_url: str) -> None:
+    srv = await loopback(case.make())
+    async with backend_for(case.type_name, srv.url, api_key=case.api_key, **case.config) as be:
+        await be.health()
+    assert srv.requests[-1].method in ("GET", "POST")
+    async with backend_for(case.type_name, refused_url, api_key=case.api_key, **case.config) as be:
+        with pytest.raises(BackendUnavailable):
+            await be.health()
+    if case.api_key is not None:
+        async with backend_for(case.type_name, srv.url, api_key="wrong", **case.config) as be:
+            with pytest.raises(AuthError):
+                await be.health()
