@@ -156,3 +156,23 @@ def test_trim_context_keeps_the_text_next_to_the_caret(
         # Either the cut fell at a line start, or no newline was near enough to snap to.
         cut_at = len(prefix) - len(kept_prefix)
         assert prefix[cut_at - 1] == "\n" or len(kept_prefix) == max_prefix
+
+
+def test_refused_connection_reported_as_a_timeout_is_still_nothing_listens() -> None:
+    import httpx
+
+    from anyfill.daemon.backends.wire import transport_error
+    from anyfill.daemon.errors import BackendTimeout, BackendUnavailable
+
+    try:
+        try:
+            raise ConnectionRefusedError(111, "Connect call failed")
+        except ConnectionRefusedError as refused:
+            raise httpx.ConnectTimeout("Cannot connect to host") from refused
+    except httpx.ConnectTimeout as exc:
+        mapped = transport_error("b", "http://127.0.0.1:9/x", exc)
+    assert isinstance(mapped, BackendUnavailable)
+    assert "nothing listens on http://127.0.0.1:9" in str(mapped)
+    slow = transport_error("b", "http://10.0.0.1:9", httpx.ConnectTimeout("timed out"))
+    assert isinstance(slow, BackendTimeout)
+    assert "raise timeouts.connect_s" in str(slow)
