@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 import pytest
 
 from anyfill.config.model import BackendConfig, RoutingConfig, Settings
+from anyfill.daemon.backends.base import Backend
 from anyfill.daemon.completion import CompletionRequest
 from anyfill.daemon.context import Context
+from anyfill.daemon.dispatch import SequentialDispatcher
 from anyfill.daemon.engine import Engine
 from anyfill.daemon.errors import (
     AuthError,
     BackendUnavailable,
     ConfigError,
+    ModelNotFound,
     NeedsKeyError,
     RequestDropped,
 )
@@ -177,3 +181,49 @@ async def test_requests_naming_an_unknown_backend(loopback: StartServer) -> None
     async with Engine(settings_for(config)) as engine:
         with pytest.raises(ConfigError, match="no enabled backend named 'nope'"):
             await engine.complete(CompletionRequest(SEED_CONTEXT, backends=("nope",)))
+
+
+def sequential(backends: Mapping[str, Backend], settings: Settings) -> SequentialDispatcher:
+    return SequentialDispatcher(
+        backends, settings.routing.default, fallback=settings.routing.fallback
+    )
+
+
+async def test_sequential_dispatcher_falls_back_and_reports_the_plan(
+    loopback: StartServer, refused_url: str
+) -> None:
+    srv = await loopback(LlamaCpp(fim=False, model_path="/m/qwen2.5-coder-1.5b.gguf"))
+    down = BackendConfig(name="down", type="ollama", url=refused_url, model="m")
+    up = BackendConfig(name="up", type="llamacpp", url=srv.url)
+    async with Engine(settings_for(down, up), sequential) as engine:
+        done = await engine.complete(CompletionRequest(SEED_CONTEXT))
+    assert done.backend == "up"
+    assert done.plan.template == "qwen"
+    assert done.middle == 'lo World"'
+
+
+async def test_sequential_dispatcher_stops_at_a_non_retryable_error(
+    loopback: StartServer,
+) -> None:
+    first = await loopback(Ollama())
+    second = await loopback(LlamaCpp())
+    missing = BackendConfig(name="o", type="ollama", url=first.url, model="nope:1b")
+    local = BackendConfig(name="l", type="llamacpp", url=second.url)
+    async with Engine(settings_for(missing, local), sequential) as engine:
+        with pytest.raises(ModelNotFound):
+            await engine.complete(CompletionRequest(SEED_CONTEXT))
+    assert second.requests == []
+
+
+async def test_sequential_dispatcher_without_fallback(
+    loopback: StartServer, refused_url: str
+) -> None:
+    srv = await loopback(LlamaCpp())
+    down = BackendConfig(name="down", type="llamacpp", url=refused_url)
+    up = BackendConfig(name="up", type="llamacpp", url=srv.url)
+    settings = settings_for(down, up)
+    settings.routing.fallback = False
+    async with Engine(settings, sequential) as engine:
+        with pytest.raises(BackendUnavailable):
+            await engine.complete(CompletionRequest(SEED_CONTEXT))
+    assert srv.requests == []
