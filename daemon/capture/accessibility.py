@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from anyfill.config.model import CaptureConfig, CaptureStrategy
@@ -21,17 +22,18 @@ from anyfill.daemon.errors import CaptureError, SecureField
 
 log = logging.getLogger("anyfill.capture.atspi")
 
-TIMEOUT_S = 0.5
-MAX_NODES = 2000
+TIMEOUT_S = 0.3
+MAX_NODES = 400
+"""AT-SPI calls are D-Bus round trips: a bounded walk keeps a huge tree from stalling."""
 
 
 def load_atspi() -> tuple[Any, str]:
     """The Atspi module, or None and the reason it is missing."""
     try:
-        import gi  # type: ignore[import-not-found, unused-ignore]
+        import gi  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
         gi.require_version("Atspi", "2.0")
-        from gi.repository import Atspi  # type: ignore[import-not-found, unused-ignore]
+        from gi.repository import Atspi  # type: ignore[import-untyped, import-not-found, unused-ignore]
     except (ImportError, ValueError) as exc:
         return None, f"AT-SPI is not installed ({exc}); install PyGObject and gir1.2-atspi-2.0"
     return Atspi, ""
@@ -43,6 +45,8 @@ class AccessibilityCapture:
     def __init__(self, config: CaptureConfig) -> None:
         self._config = config
         self._atspi, self.unavailable = load_atspi()
+        # libatspi is not thread-safe: every call goes through this one thread.
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="anyfill-atspi")
 
     async def capture(self, target: Target, app: AppSettings) -> Captured:
         if self._atspi is None:

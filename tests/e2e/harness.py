@@ -186,11 +186,14 @@ class XSession:
 class QtTarget:
     """Our PySide6 target process and its JSON control socket."""
 
-    def __init__(self, session: XSession, name: str = "anyfill-target") -> None:
+    def __init__(
+        self, session: XSession, name: str = "anyfill-target", *, password: bool = False
+    ) -> None:
         self.session = session
         self.path = str(session.workdir / f"{name}.sock")
+        flags = ["--password"] if password else []
         self.process = session.spawn(
-            [sys.executable, "-m", "tests.e2e.target_app", self.path, name],
+            [sys.executable, "-m", "tests.e2e.target_app", self.path, name, *flags],
             f"{name}.log",
             cwd=str(REPO),
         )

@@ -8,7 +8,8 @@ The test drives it over a local socket, one JSON object per line:
 system-wide, so a benchmark can compare it with its own); ``{"cmd": "quit"}``.
 The first line it answers is ``{"wid": <X window id>}``.
 
-Usage: python -m tests.e2e.target_app SOCKET_PATH [CLASS_NAME]
+Usage: python -m tests.e2e.target_app SOCKET_PATH [CLASS_NAME] [--password]
+(``--password``: a single password field, QLineEdit in Password echo mode, instead.)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from PySide6.QtCore import QEvent, QMimeData, QObject, Qt
 from PySide6.QtGui import QClipboard, QGuiApplication
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
-from PySide6.QtWidgets import QApplication, QPlainTextEdit
+from PySide6.QtWidgets import QApplication, QLineEdit, QPlainTextEdit
 
 
 class KeyLog(QObject):
@@ -48,11 +49,40 @@ class KeyLog(QObject):
         return False
 
 
+class PasswordField(QLineEdit):
+    """The QPlainTextEdit calls the target uses, on a password line edit."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setEchoMode(QLineEdit.EchoMode.Password)
+
+    def setPlainText(self, text: str) -> None:
+        self.setText(text)
+
+    def toPlainText(self) -> str:
+        return self.text()
+
+    def textCursor(self) -> PasswordField:
+        return self
+
+    def setTextCursor(self, cursor: PasswordField) -> None:
+        pass
+
+    def setPosition(self, position: int) -> None:
+        self.setCursorPosition(position)
+
+    def position(self) -> int:
+        return self.cursorPosition()
+
+    def anchor(self) -> int:
+        return self.selectionStart() if self.hasSelectedText() else self.cursorPosition()
+
+
 class Target:
-    def __init__(self, socket_path: str, app: QApplication) -> None:
+    def __init__(self, socket_path: str, app: QApplication, password: bool = False) -> None:
         self.app = app
         self.keys = KeyLog()
-        self.editor = QPlainTextEdit()
+        self.editor: Any = PasswordField() if password else QPlainTextEdit()
         self.editor.installEventFilter(self.keys)
         self.changed_at = 0.0
         self.editor.textChanged.connect(self._on_change)
@@ -125,8 +155,9 @@ class Target:
 
 def main() -> None:
     app = QApplication([sys.argv[0]])
-    app.setApplicationName(sys.argv[2] if len(sys.argv) > 2 else "anyfill-target")
-    target = Target(sys.argv[1], app)  # noqa: F841 - lives as long as the loop
+    names = [arg for arg in sys.argv[2:] if not arg.startswith("--")]
+    app.setApplicationName(names[0] if names else "anyfill-target")
+    target = Target(sys.argv[1], app, password="--password" in sys.argv)  # noqa: F841 - lives as long as the loop
     sys.exit(app.exec())
 
 
