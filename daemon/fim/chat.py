@@ -11,7 +11,6 @@ The prompt goes out on every hotkey press, so it stays short: two tiny examples,
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from anyfill.daemon.fim.textfix import strip_fence, strip_preamble, strip_think, unwrap_block
@@ -60,39 +59,54 @@ class ChatPrompt:
 
     system: str
     user: str
+    marker: str = HOLE
+    """The hole marker used (another one when the document itself contains ``HOLE``)."""
 
 
 def build_chat_prompt(
     prefix: str, suffix: str, *, language: str = "", single_line: bool = False
 ) -> ChatPrompt:
     """The chat request that asks for the text between ``prefix`` and ``suffix``."""
+    marker = _free_marker(prefix + suffix)
     system = _SYSTEM
     if single_line:
         system = system.replace("\nExamples:", f"{_SINGLE_LINE}\nExamples:", 1)
     if language:
         system += f"\nThe document is {language}."
-    user = f"<document>{prefix}{HOLE}{suffix}</document>"
-    return ChatPrompt(system=system, user=user)
+    if marker != HOLE:
+        system = system.replace(HOLE, marker)
+    user = f"<document>{prefix}{marker}{suffix}</document>"
+    return ChatPrompt(system=system, user=user, marker=marker)
 
 
-_ANSWER = re.compile(re.escape(ANSWER_OPEN) + r"(.*?)(?:" + re.escape(ANSWER_CLOSE) + r"|\Z)", re.S)
+def _free_marker(document: str) -> str:
+    """HOLE, or a numbered variant when the document already contains it."""
+    marker, n = HOLE, 0
+    while marker in document:
+        n += 1
+        marker = f"<|HOLE{n}|>"
+    return marker
 
 
-def extract_middle(answer: str) -> str:
+def extract_middle(answer: str, *, marker: str = HOLE) -> str:
     """The hole's text out of a chat reply; empty rather than wrong when it cannot tell.
 
     Accepts ``<fill>X</fill>`` anywhere in the reply (after a ``<think>`` block or a
-    preamble, inside a fence), an unclosed ``<fill>X`` (the backend stopped at
-    ``</fill>``), or a bare fenced/plain answer. A reply that still contains the hole marker
-    re-quoted the document instead of filling it, so it yields "".
+    preamble, inside a fence, after a sentence that mentions the tag), an unclosed
+    ``<fill>X`` (the backend stopped at ``</fill>``), or a bare fenced or plain answer. A
+    reply that contains the hole marker re-quoted the document instead of filling it, so it
+    yields "". Pass the answer on to :func:`anyfill.daemon.fim.postprocess.clean`, which
+    removes text the model repeated from around the hole.
     """
     text = strip_think(answer)
-    match = _ANSWER.search(text)
-    if match is not None:
-        middle = strip_fence(unwrap_block(match.group(1)))
+    close = text.find(ANSWER_CLOSE)
+    opening = text.rfind(ANSWER_OPEN, 0, close if close != -1 else len(text))
+    if opening != -1:
+        end = close if close != -1 else len(text)
+        middle = strip_fence(unwrap_block(text[opening + len(ANSWER_OPEN) : end]))
     else:
         middle = strip_fence(strip_preamble(text.strip("\n")))
         middle = middle.removesuffix(ANSWER_CLOSE)
-    if HOLE in middle:
+    if marker in middle:
         return ""
     return middle

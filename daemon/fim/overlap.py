@@ -127,7 +127,8 @@ def trim_prefix_echo(middle: str, prefix: str) -> str:
     Recognised echoes, longest first: the whole prefix (the model re-quoted the document),
     and the prefix from any line start that includes a non-blank current line (the model
     rewrote the line or the last lines), also without the line's indentation. An echo needs
-    at least three non-space characters.
+    at least three non-space characters. When the caret stands after indentation only, the
+    same indentation again before the answer's first word is an echo too.
     """
     current = prefix[prefix.rfind("\n") + 1 :]
     for start in _line_starts(prefix):
@@ -138,6 +139,11 @@ def trim_prefix_echo(middle: str, prefix: str) -> str:
         for echo in (tail, tail[indent:]) if indent else (tail,):
             if len(echo.strip()) >= _MIN_ECHO and middle.startswith(echo):
                 return middle[len(echo) :]
+    # The caret sits after the line's indentation and the answer indents again by exactly
+    # as much before its first word: chat models re-indent the line they write.
+    reindented = middle[len(current) : len(current) + 1]
+    if current and not current.strip() and middle.startswith(current) and reindented.strip():
+        return middle[len(current) :]
     return middle
 
 

@@ -47,9 +47,11 @@ def clean(
 ) -> str:
     """The exact text to insert between ``prefix`` and ``suffix`` for the answer ``raw``."""
     document = prefix + suffix
-    # A special token that the document itself contains (someone editing a FIM template)
-    # may be meant; the template's own stop strings are cut regardless, as the server would.
-    tokens = (*stop, *(t for t in ALL_SPECIAL_TOKENS if t not in document))
+    # A document that itself contains special tokens (someone editing a FIM template) may
+    # want them in the answer too; the template's own stops are cut regardless, as the
+    # server would.
+    writes_tokens = any(token in document for token in ALL_SPECIAL_TOKENS)
+    tokens = tuple(stop) if writes_tokens else (*stop, *ALL_SPECIAL_TOKENS)
     fenced_document = "```" in document or "~~~" in document
     text = raw
     for _ in range(_MAX_UNWRAP):

@@ -61,7 +61,9 @@ def strip_format_tags(text: str, document: str = "") -> str:
         stripped = text.lstrip()
         if stripped.startswith(opening):
             text = unwrap_block(stripped[len(opening) :].split(closing, 1)[0])
-        elif closing in text:
+        elif closing in text and opening not in text:
+            # (an opening tag further in means the tag sits inside another wrapper, such as
+            # a fence; the next unwrapping round deals with it)
             text = text[: text.index(closing)]
     return text
 

@@ -167,11 +167,22 @@ def _line_start_tails(prefix: str) -> list[str]:
 
 
 def starts_with_prefix_text(text: str, prefix: str) -> bool:
-    """``text`` begins by repeating the prefix from some line start (with >= 3 non-spaces).
+    """``text`` begins by repeating the prefix from some line start (with >= 3 non-spaces),
+    or the caret line's indentation before a word.
 
     Such a middle reads exactly like a model echoing the line before the caret.
     """
-    return any(text.startswith(tail) for tail in _line_start_tails(prefix))
+    if any(text.startswith(tail) for tail in _line_start_tails(prefix)):
+        return True
+    # After indentation only, the same indentation again before a word reads as re-indenting.
+    indent = prefix[prefix.rfind("\n") + 1 :]
+    return bool(
+        indent
+        and not indent.strip()
+        and text.startswith(indent)
+        and len(text) > len(indent)
+        and not text[len(indent)].isspace()
+    )
 
 
 def echoes_more_of_prefix(answer: str, prefix: str, echo: str) -> bool:

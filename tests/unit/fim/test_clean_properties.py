@@ -176,6 +176,9 @@ def test_repeated_following_lines_are_dropped(hole: Hole, data: st.DataObject) -
     else:
         assume(any(c.isalnum() for c in repeated))
     assume(not copies_following_lines(hole.middle + hole.rest_of_line, hole))
+    # A prefix that ends with the same lines as follow the caret makes the repetition an
+    # echo of the prefix as well.
+    assume(not starts_with_prefix_text(answer, hole.prefix))
     assert clean(answer, hole.prefix, hole.suffix) == hole.middle
 
 
@@ -190,3 +193,14 @@ def test_single_line_mode_keeps_the_first_line(hole: Hole, more: str) -> None:
     answer = hole.middle + rest + "\n" + more
     assume(not starts_with_prefix_text(answer, hole.prefix))
     assert clean(answer, hole.prefix, hole.suffix, single_line=True) == hole.middle
+
+
+@EXAMPLES
+@given(unambiguous_holes)
+def test_repeated_indentation_is_removed(hole: Hole) -> None:
+    indent = hole.prefix[hole.prefix.rfind("\n") + 1 :]
+    assume(indent and not indent.strip())
+    assume(hole.middle[:1].strip())  # the answer's first word right after the indentation
+    answer = indent + hole.middle
+    assume(not echoes_more_of_prefix(answer, hole.prefix, indent))
+    assert clean(answer, hole.prefix, hole.suffix) == hole.middle
