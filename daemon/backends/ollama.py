@@ -103,7 +103,9 @@ class OllamaBackend(HttpBackend):
         ) as response:
             self.report_plan(plan, observer)
             done = False
-            async for obj in iter_ndjson(response, self.name):
+            async for obj in iter_ndjson(
+                response, self.name, lambda: self.check_deadline(deadline)
+            ):
                 if done:  # drain to the end so the connection goes back to the pool
                     continue
                 if "error" in obj:

@@ -55,7 +55,7 @@ async def read_openai_stream(
     at least a ``finish_reason``; a stream that just stops is a ProtocolError.
     """
     finished = False
-    async for event in iter_sse(response, backend):
+    async for event in iter_sse(response, backend, check_deadline):
         if event.data == "[DONE]":
             finished = True
             continue

@@ -13,7 +13,7 @@ import json
 import re
 import socket
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,16 +54,21 @@ class SseEvent:
     data: str
 
 
-async def iter_sse(response: httpx.Response, backend: str) -> AsyncIterator[SseEvent]:
+async def iter_sse(
+    response: httpx.Response, backend: str, check: Callable[[], None] | None = None
+) -> AsyncIterator[SseEvent]:
     """Server-sent events from a streamed response (LF or CRLF lines).
 
     Comment lines (``: keep-alive``) and fields other than ``event``/``data`` are skipped,
-    as the SSE spec says. A transport failure mid-stream becomes a ProtocolError.
+    as the SSE spec says. A transport failure mid-stream becomes a ProtocolError. ``check``
+    runs on every line, so a deadline holds even while a server sends only keep-alives.
     """
     event = ""
     data: list[str] = []
     with map_transport_errors(backend, str(response.request.url), streaming=True):
         async for line in response.aiter_lines():
+            if check is not None:
+                check()
             if not line:
                 if data:
                     yield SseEvent(event or "message", "\n".join(data))
@@ -84,10 +89,14 @@ async def iter_sse(response: httpx.Response, backend: str) -> AsyncIterator[SseE
             yield SseEvent(event or "message", "\n".join(data))
 
 
-async def iter_ndjson(response: httpx.Response, backend: str) -> AsyncIterator[dict[str, Any]]:
+async def iter_ndjson(
+    response: httpx.Response, backend: str, check: Callable[[], None] | None = None
+) -> AsyncIterator[dict[str, Any]]:
     """One JSON object per non-blank line (Ollama); a line that is not an object is an error."""
     with map_transport_errors(backend, str(response.request.url), streaming=True):
         async for line in response.aiter_lines():
+            if check is not None:
+                check()
             if not line.strip():
                 continue
             obj = parse_json(line, backend)

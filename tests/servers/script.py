@@ -141,6 +141,7 @@ async def stream_pieces(
     Returns False when the connection was dropped on purpose (nothing more to send).
     """
     for _ in range(reply.keepalives):
+        await response.sleep(reply.chunk_delay_s)
         await response.write(keepalive)
     for index, piece in enumerate(pieces):
         if reply.drop_after is not None and index == reply.drop_after:

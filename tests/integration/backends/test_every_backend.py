@@ -246,3 +246,16 @@ async def test_health_check(case: Case, loopback: StartServer, refused_url: str)
         async with backend_for(case.type_name, srv.url, api_key="wrong", **case.config) as be:
             with pytest.raises(AuthError):
                 await be.health()
+
+
+async def test_total_time_limit_holds_during_keepalives(case: Case, loopback: StartServer) -> None:
+    """A server that only sends keep-alives (DeepSeek while queued) cannot hold us forever."""
+    srv = await loopback(case.make(Reply(keepalives=100, chunk_delay_s=0.03)))
+    timeouts = {"total_s": 0.4}
+    async with backend_for(
+        case.type_name, srv.url, api_key=case.api_key, timeouts=timeouts, **case.config
+    ) as be:
+        started = time.monotonic()
+        with pytest.raises(BackendTimeout, match=r"timeouts.total_s"):
+            await collect(be)
+    assert time.monotonic() - started < 2.0
