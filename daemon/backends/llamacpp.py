@@ -263,7 +263,13 @@ class LlamaCppBackend(HttpBackend):
         if not prompts:
             return []
         explicit = configured_template(self.name, self.config.template)
-        template, why = await self._raw_template(explicit)
+        try:
+            template, why = await self._raw_template(explicit)
+        except UnsupportedFeature:
+            if self._infill is False:
+                raise
+            # No template for a prompt list, but /infill may still work: one by one.
+            return await self.batch_one_by_one(prompts)
         if observer is not None:
             observer.on_plan(
                 Plan(mode="template", template=template.name, stop=template.stop, note=why)

@@ -232,3 +232,16 @@ async def test_ollama_without_model_is_a_config_error(loopback: StartServer) -> 
     async with backend_for("ollama", srv.url) as be:
         with pytest.raises(ConfigError, match="needs a model name"):
             await collect(be)
+
+
+async def test_llamacpp_batch_without_a_template_uses_infill_one_by_one(
+    loopback: StartServer,
+) -> None:
+    # A FIM model whose family neither its name nor its tokens tell.
+    srv = await loopback(LlamaCpp(model_path="/m/mystery.gguf", vocab=()))
+    prompts = [FimPrompt(prefix="a", suffix="b"), FimPrompt(prefix="c", suffix="d")]
+    async with backend_for("llamacpp", srv.url) as be:
+        results = await be.complete_batch(prompts)
+    assert [r.text for r in results] == [SEED_ANSWER, SEED_ANSWER]
+    infills = sorted(r.json()["input_prefix"] for r in srv.requests if r.path == "/infill")
+    assert infills == ["a", "c"]
