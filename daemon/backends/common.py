@@ -18,7 +18,7 @@ from anyfill.daemon.backends.base import (
     StreamObserver,
     Usage,
 )
-from anyfill.daemon.backends.wire import error_for_status, map_transport_errors
+from anyfill.daemon.backends.wire import error_for_status, map_transport_errors, parse_json
 from anyfill.daemon.errors import AnyfillError, BackendTimeout, ProtocolError, UnsupportedFeature
 
 __all__ = ["HttpBackend", "batch_results", "closing_stream", "join_url", "limit_stops"]
@@ -137,8 +137,6 @@ class HttpBackend(Backend):
 
     async def post_json(self, url: str, body: Any, observer: StreamObserver | None = None) -> Any:
         """A non-streamed POST answered with one JSON document."""
-        from anyfill.daemon.backends.wire import parse_json
-
         async with self.request("POST", url, json=body, observer=observer) as response:
             with map_transport_errors(self.name, url, streaming=True):
                 raw = await response.aread()

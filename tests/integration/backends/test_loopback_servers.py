@@ -156,3 +156,58 @@ def test_in_thread_mode_serves_synchronous_clients() -> None:
         gone = srv.wait_disconnect_sync()
     assert [c["index"] for c in answer.json()["choices"]] == [0, 1]
     assert gone.request_index == 1
+
+
+async def raw_body(
+    srv: LoopbackServer, path: str, body: dict[str, object], **headers: str
+) -> bytes:
+    async with httpx.AsyncClient() as client:
+        answer = await client.post(srv.url + path, json=body, headers=headers)
+    return answer.content
+
+
+async def test_anthropic_named_events_in_documented_order(loopback: StartServer) -> None:
+    srv = await loopback(Anthropic(Reply(text="ab", keepalives=1)))
+    body = await raw_body(
+        srv,
+        "/v1/messages",
+        {
+            "model": "m",
+            "max_tokens": 4,
+            "stream": True,
+            "messages": [{"role": "user", "content": "x"}],
+        },
+        **{"anthropic-version": "2023-06-01"},
+    )
+    events = [line[7:] for line in body.decode().split("\n") if line.startswith("event: ")]
+    assert events == [
+        "message_start",
+        "content_block_start",
+        "ping",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+
+
+async def test_gemini_sse_uses_crlf_and_ends_without_a_marker(loopback: StartServer) -> None:
+    srv = await loopback(Gemini())
+    body = await raw_body(srv, "/v1beta/models/g:streamGenerateContent?alt=sse", {})
+    assert body.startswith(b"data: {")
+    assert body.endswith(b"}\r\n\r\n")
+    last = json.loads(body.split(b"\r\n\r\n")[-2][6:])
+    assert last["candidates"][0]["finishReason"] == "STOP"
+
+
+async def test_openai_stream_ends_with_done_and_ollama_with_done_true(
+    loopback: StartServer,
+) -> None:
+    srv = await loopback(OpenAI(), Ollama())
+    sse_body = await raw_body(srv, "/v1/completions", {"prompt": "p", "stream": True})
+    assert sse_body.endswith(b"data: [DONE]\n\n")
+    ndjson = await raw_body(srv, "/api/generate", {"model": "starcoder2:3b", "prompt": "p"})
+    lines = [json.loads(line) for line in ndjson.splitlines()]
+    assert lines[-1]["done"] is True
+    assert lines[-1]["done_reason"] == "stop"
+    assert "".join(line["response"] for line in lines) == 'lo World")'
