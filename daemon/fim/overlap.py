@@ -21,6 +21,7 @@ _CLOSE = frozenset(_OPEN.values())
 _QUOTES = frozenset("\"'`")
 _WINDOW = 2000
 """Characters of context on each side used by the balance check."""
+_MAX_CANDIDATES = 16
 _MIN_ECHO = 3
 """Non-space characters a prefix echo needs: shorter ones are too likely to be real text."""
 
@@ -103,6 +104,9 @@ def trim_suffix_echo(middle: str, prefix: str, suffix: str) -> str:
     ]
     if not candidates:
         return middle
+    # Only the longest few matter (the echo is the longest one unless the answer's own end
+    # overlaps too); this bounds the work on repetitive text such as "aaaa".
+    candidates = candidates[:_MAX_CANDIDATES]
     before, after = _window(prefix, suffix)
     keep = imbalance(before + middle + after)
     scores = {k: imbalance(before + middle[:-k] + after) for k in candidates}

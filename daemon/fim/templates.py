@@ -24,6 +24,7 @@ __all__ = [
     "FimTemplate",
     "detect_template",
     "get_template",
+    "resolve_template",
     "template_from_tokens",
 ]
 
@@ -59,6 +60,12 @@ class FimTemplate:
     middle_token: str = ""
     context: ContextStyle = "none"
     description: str = ""
+    context_stop: tuple[str, ...] = ()
+    """Extra stop strings when other files are rendered into the prompt."""
+
+    def stops(self, *, extra: Sequence[tuple[str, str]] = ()) -> tuple[str, ...]:
+        """The stop strings for a prompt rendered with these other files."""
+        return (*self.stop, *self.context_stop) if extra else self.stop
 
     def render(
         self,
@@ -195,6 +202,7 @@ _ALL: tuple[FimTemplate, ...] = (
         prefix_token="[PREFIX]",
         suffix_token="[SUFFIX]",
         context="codestral",
+        context_stop=("\n+++++ ",),
         # The raw form starts with BOS (<s>); servers add it when tokenizing, so it is not
         # rendered (a literal "<s>" would be tokenized as text or doubled).
         description="Codestral 22B; suffix first",
@@ -260,6 +268,16 @@ def get_template(name: str) -> FimTemplate:
     except KeyError:
         known = ", ".join(TEMPLATES)
         raise ValueError(f"unknown FIM template {name!r}; known templates: {known}") from None
+
+
+def resolve_template(
+    setting: str, *, model: str = "", tokens: Iterable[str] = ()
+) -> FimTemplate | None:
+    """The template a backend should use: the configured name, or for ``auto`` the one the
+    server's special tokens reveal, else the one the model name suggests (None: unknown)."""
+    if setting.strip().lower() != "auto":
+        return get_template(setting)
+    return template_from_tokens(tokens) or detect_template(model)
 
 
 def detect_template(model: str) -> FimTemplate | None:

@@ -113,10 +113,13 @@ _PREAMBLE = re.compile(
     (?:[:.!])[ \t]*\n""",
     re.I | re.X,
 )
-# Words about the task rather than the document: "code" or "text" alone could be content.
+# Words about the task rather than the document ("missing invoice" is content, "missing
+# code" is talk about the answer).
 _PREAMBLE_TOPIC = re.compile(
-    r"\b(?:completion|completed?|missing|fill(?:ed)?|hole|middle|insert(?:ed|ion)?|belongs|goes)\b",
-    re.I,
+    r"""\b(?:completion|fill(?:ed)?|hole|middle|insert(?:ed|ion)?|belongs
+    |goes\ (?:in|there|here|at)
+    |(?:missing|completed?)\ (?:code|text|part|words?|lines?|piece|content|snippet|portion))\b""",
+    re.I | re.X,
 )
 
 

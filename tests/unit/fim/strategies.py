@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hypothesis import assume
 from hypothesis import strategies as st
 
 # Words chosen so that no document starts like a chat preamble ("Sure", "Here is") or talks
@@ -151,6 +152,23 @@ def holes(draw: st.DrawFn, docs: st.SearchStrategy[str] = documents) -> Hole:
     doc = draw(docs)
     i = draw(st.integers(min_value=0, max_value=len(doc)))
     j = draw(st.integers(min_value=i, max_value=len(doc)))
+    return Hole(doc[:i], doc[i:j], doc[j:])
+
+
+@st.composite
+def holes_after_indentation(draw: st.DrawFn) -> Hole:
+    """Holes whose caret stands right after a line's indentation, before its first word."""
+    doc = draw(code_documents.filter(lambda d: any(line[:1] in " \t" for line in d.split("\n"))))
+    spots = []
+    start = 0
+    for line in doc.split("\n"):
+        word = len(line) - len(line.lstrip(" \t"))
+        if 0 < word < len(line):
+            spots.append(start + word)
+        start += len(line) + 1
+    assume(spots)
+    i = draw(st.sampled_from(spots))
+    j = draw(st.integers(min_value=i + 1, max_value=len(doc)))
     return Hole(doc[:i], doc[i:j], doc[j:])
 
 

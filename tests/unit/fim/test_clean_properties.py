@@ -19,6 +19,7 @@ from tests.unit.fim.strategies import (
     copies_following_lines,
     echoes_more_of_prefix,
     holes,
+    holes_after_indentation,
     prose_documents,
     starts_with_prefix_text,
     unambiguous,
@@ -196,11 +197,9 @@ def test_single_line_mode_keeps_the_first_line(hole: Hole, more: str) -> None:
 
 
 @EXAMPLES
-@given(unambiguous_holes)
+@given(holes_after_indentation().filter(unambiguous))
 def test_repeated_indentation_is_removed(hole: Hole) -> None:
     indent = hole.prefix[hole.prefix.rfind("\n") + 1 :]
-    assume(indent and not indent.strip())
-    assume(hole.middle[:1].strip())  # the answer's first word right after the indentation
     answer = indent + hole.middle
     assume(not echoes_more_of_prefix(answer, hole.prefix, indent))
     assert clean(answer, hole.prefix, hole.suffix) == hole.middle

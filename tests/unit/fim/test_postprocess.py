@@ -90,6 +90,7 @@ def test_wrapping_removed(raw: str, middle: str) -> None:
     [
         "Sure, I will come on Monday.",  # starts like a preamble but is the text
         "Here is my address:\nMain Street 1",  # no task words: it is the letter's own text
+        "Sure, here is the missing invoice:\nNo. 42",  # "missing" about the content
         "See <fill> below",  # a tag in passing, not around the answer
         "<s>strike</s>",  # HTML, not a BOS token
         "a <PRE> b",  # CodeLlama's token is only cut when it is a stop of the template

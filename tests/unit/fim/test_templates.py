@@ -9,6 +9,7 @@ from anyfill.daemon.fim.templates import (
     TEMPLATES,
     detect_template,
     get_template,
+    resolve_template,
     template_from_tokens,
 )
 
@@ -310,3 +311,21 @@ def test_all_special_tokens_cover_every_family_and_skip_ordinary_spellings() -> 
     assert "</code>" not in ALL_SPECIAL_TOKENS
     lengths = [len(t) for t in ALL_SPECIAL_TOKENS]
     assert lengths == sorted(lengths, reverse=True)
+
+
+def test_codestral_multi_file_stop() -> None:
+    codestral = TEMPLATES["codestral"]
+    assert codestral.stops() == ("[PREFIX]", "[SUFFIX]")
+    assert codestral.stops(extra=[("o.py", "O")]) == ("[PREFIX]", "[SUFFIX]", "\n+++++ ")
+    assert TEMPLATES["qwen"].stops(extra=[("o.py", "O")]) == TEMPLATES["qwen"].stop
+
+
+def test_resolve_template() -> None:
+    assert resolve_template("granite", model="qwen2.5-coder:1.5b") is TEMPLATES["granite"]
+    assert resolve_template("auto", model="qwen2.5-coder:1.5b") is TEMPLATES["qwen"]
+    # the server's tokens outrank the name (a renamed GGUF)
+    tokens = ["<\uff5cfim\u2581begin\uff5c>", "<\uff5cfim\u2581hole\uff5c>"]
+    assert resolve_template("auto", model="my-model", tokens=tokens) is TEMPLATES["deepseek"]
+    assert resolve_template("Auto", model="llama3.1:8b") is None
+    with pytest.raises(ValueError, match="known templates"):
+        resolve_template("qwen2", model="x")
