@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -25,6 +27,9 @@ log = logging.getLogger("anyfill.capture.atspi")
 TIMEOUT_S = 0.3
 MAX_NODES = 400
 """AT-SPI calls are D-Bus round trips: a bounded walk keeps a huge tree from stalling."""
+RETRY_ABSENT_S = 30.0
+"""A process that exposed no text field is not asked again for this long (each miss
+costs round trips on every press)."""
 
 
 def load_atspi() -> tuple[Any, str]:
@@ -47,16 +52,32 @@ class AccessibilityCapture:
         self._atspi, self.unavailable = load_atspi()
         # libatspi is not thread-safe: every call goes through this one thread.
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="anyfill-atspi")
+        self._absent: dict[int, float] = {}
+        self._connected = False
+        self._no_bus = ""
+        self._bus_retry_at = 0.0
 
     async def capture(self, target: Target, app: AppSettings) -> Captured:
         if self._atspi is None:
             raise CaptureError(self.unavailable)
         if target.pid is None:
             raise CaptureError("the window names no process")
+        if self._absent.get(target.pid, 0.0) > time.monotonic():
+            raise CaptureError("the application exposes no text over AT-SPI (checked recently)")
+        loop = asyncio.get_running_loop()
         try:
-            found = await asyncio.wait_for(asyncio.to_thread(self._read, target.pid), TIMEOUT_S)
+            found = await asyncio.wait_for(
+                loop.run_in_executor(self._thread, self._read, target.pid), TIMEOUT_S
+            )
         except TimeoutError as exc:
+            self._absent[target.pid] = time.monotonic() + RETRY_ABSENT_S
             raise CaptureError("the application did not answer over AT-SPI") from exc
+        except SecureField:
+            raise
+        except CaptureError:
+            self._absent[target.pid] = time.monotonic() + RETRY_ABSENT_S
+            raise
+        self._absent.pop(target.pid, None)
         prefix, suffix, caret = found
         captured = trimmed(
             prefix,
@@ -77,6 +98,17 @@ class AccessibilityCapture:
         return captured
 
     def _read(self, pid: int) -> tuple[str, str, CaretRect | None]:
+        if not self._connected:
+            # libatspi aborts the whole process (g_error) when it cannot reach the bus,
+            # so the bus is checked the way libatspi finds it before its first call.
+            if time.monotonic() < self._bus_retry_at:
+                raise CaptureError(self._no_bus)
+            problem = accessibility_bus_problem()
+            if problem:
+                self._no_bus = problem
+                self._bus_retry_at = time.monotonic() + RETRY_ABSENT_S
+                raise CaptureError(problem)
+            self._connected = True
         atspi = self._atspi
         desktop = atspi.get_desktop(0)
         for index in range(desktop.get_child_count()):
@@ -86,6 +118,59 @@ class AccessibilityCapture:
                 if node is not None:
                     return _text_around_caret(atspi, node)
         raise CaptureError("the application exposes no focused text field over AT-SPI")
+
+
+def accessibility_bus_problem() -> str:
+    """Why libatspi could not connect right now ('' when it can), found in its order:
+    ``AT_SPI_BUS_ADDRESS``, the X root window's ``AT_SPI_BUS``, ``org.a11y.Bus`` on the
+    session bus."""
+    from gi.repository import Gio, GLib  # type: ignore[import-untyped, import-not-found, unused-ignore]
+
+    address = os.environ.get("AT_SPI_BUS_ADDRESS", "") or _x11_bus_address()
+    if not address:
+        try:
+            session = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+            reply = session.call_sync(
+                "org.a11y.Bus",
+                "/org/a11y/bus",
+                "org.a11y.Bus",
+                "GetAddress",
+                None,
+                GLib.VariantType("(s)"),
+                Gio.DBusCallFlags.NONE,
+                500,
+                None,
+            )
+            address = str(reply.unpack()[0])
+        except GLib.Error as exc:
+            return f"no accessibility bus (at-spi-bus-launcher is not running: {exc.message})"
+    try:
+        flags = (
+            Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT
+            | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
+        )
+        Gio.DBusConnection.new_for_address_sync(address, flags, None, None).close_sync(None)
+    except GLib.Error as exc:
+        return f"cannot connect to the accessibility bus: {exc.message}"
+    return ""
+
+
+def _x11_bus_address() -> str:
+    if not os.environ.get("DISPLAY"):
+        return ""
+    from Xlib import X, display, error
+
+    try:
+        conn = display.Display()
+    except (error.DisplayError, OSError):
+        return ""
+    try:
+        prop = conn.screen().root.get_full_property(
+            conn.intern_atom("AT_SPI_BUS"), X.AnyPropertyType
+        )
+        return bytes(prop.value).decode("utf-8", "replace") if prop is not None else ""
+    finally:
+        conn.close()
 
 
 def _focused(atspi: Any, root: Any) -> Any:

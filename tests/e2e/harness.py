@@ -86,6 +86,9 @@ class XSession:
             QT_QPA_PLATFORM="xcb",
             NO_AT_BRIDGE="1",
             GSETTINGS_BACKEND="memory",
+            # No session bus unless a test starts one: D-Bus clients must not autolaunch
+            # daemons that outlive the test run.
+            DBUS_SESSION_BUS_ADDRESS=f"unix:path={workdir / 'no-session-bus'}",
         )
         env.pop("WAYLAND_DISPLAY", None)
         (workdir / "run").mkdir(mode=0o700)
