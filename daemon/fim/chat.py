@@ -11,6 +11,7 @@ The prompt goes out on every hotkey press, so it stays short: two tiny examples,
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from anyfill.daemon.fim.textfix import strip_fence, strip_preamble, strip_think, unwrap_block
@@ -88,15 +89,20 @@ def _free_marker(document: str) -> str:
     return marker
 
 
-def extract_middle(answer: str, *, marker: str = HOLE) -> str:
+_ANY_MARKER = re.compile(r"<\|HOLE\d*\|>")
+
+
+def extract_middle(answer: str, *, marker: str | None = None) -> str:
     """The hole's text out of a chat reply; empty rather than wrong when it cannot tell.
 
     Accepts ``<fill>X</fill>`` anywhere in the reply (after a ``<think>`` block or a
     preamble, inside a fence, after a sentence that mentions the tag), an unclosed
     ``<fill>X`` (the backend stopped at ``</fill>``), or a bare fenced or plain answer. A
     reply that contains the hole marker re-quoted the document instead of filling it, so it
-    yields "". Pass the answer on to :func:`anyfill.daemon.fim.postprocess.clean`, which
-    removes text the model repeated from around the hole.
+    yields "" (``marker``: the prompt's marker; by default any spelling
+    :func:`build_chat_prompt` may have used). Pass the result on to
+    :func:`anyfill.daemon.fim.postprocess.clean`, which removes text the model repeated
+    from around the hole.
     """
     text = strip_think(answer)
     close = text.find(ANSWER_CLOSE)
@@ -107,6 +113,6 @@ def extract_middle(answer: str, *, marker: str = HOLE) -> str:
     else:
         middle = strip_fence(strip_preamble(text.strip("\n")))
         middle = middle.removesuffix(ANSWER_CLOSE)
-    if marker in middle:
+    if (marker in middle) if marker is not None else _ANY_MARKER.search(middle):
         return ""
     return middle

@@ -89,6 +89,7 @@ def test_document_containing_the_marker_gets_another_marker() -> None:
         ("Paris", "Paris"),
         (f"<fill>def f(): {HOLE}</fill>", ""),  # re-quoted with the marker: not an answer
         (f"def f():\n    {HOLE}\n", ""),
+        ("<fill>a <|HOLE2|></fill>", ""),  # the numbered variant too
     ],
 )
 def test_extract_middle(reply: str, middle: str) -> None:
