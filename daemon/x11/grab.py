@@ -64,6 +64,9 @@ class X11Hotkeys:
         ignored = [0, X.LockMask, masks["numlock"], X.LockMask | masks["numlock"]]
         root = self._conn.root
         for action, hotkey in self._bindings.items():
+            if {"ctrl", "alt"} <= set(hotkey.modifiers) and hotkey.key[1:].isdigit():
+                # XKB maps Ctrl+Alt+F<n> to a server action (switch VT): never delivered.
+                log.warning("hotkey %s (%s) is the X server's VT switch key", hotkey, action)
             modifiers = 0
             for mod in hotkey.modifiers:
                 modifiers |= masks[mod]
