@@ -32,7 +32,8 @@ API
 ``RecordedRequest``
     ``method``, ``target``, ``path``, ``query``, ``headers`` (lower-case names), ``body``,
     ``json()``, ``at``, ``connection``, ``chunks_sent``, ``finished``, ``disconnected_at``.
-``Reply(...)`` (:mod:`tests.servers.script`), what the next request gets:
+``Reply(...)`` (:mod:`tests.servers.script`), what the next request gets (``delay_s``,
+``chunk_delay_s`` and waits end early when the client leaves):
     ``text`` (split into several chunks) or ``chunks``; ``batch`` (one text per prompt of a
     prompt list); ``error`` = ``auth|forbidden|rate_limit|not_found|bad_request|server|
     unsupported|unavailable|overloaded|canceled`` (rendered as that API's error body,
@@ -53,12 +54,13 @@ reply answers one request, then ``default`` answers the rest):
     ``Ollama(models={name: template}, capabilities=True)``: ``/api/generate`` (NDJSON),
     ``/api/show``, ``/api/version``; 404 for unknown models; 400 "does not support insert".
     ``OpenAI(api_key=None, reject_suffix=None, max_stop=None)``: ``/v1/completions``
-    (prompt lists: one choice per prompt), ``/beta/completions``, ``/v1/chat/completions``.
-    ``MistralFim(api_key=None)``: ``/v1/fim/completions``.
-    ``Anthropic(api_key=None)``: ``/v1/messages``; 400 on prefill or missing
-    ``anthropic-version``.
-    ``Gemini(api_key=None)``: ``/v1beta/models/M:generateContent`` and
-    ``:streamGenerateContent?alt=sse``.
+    (prompt lists: one choice per prompt), ``/beta/completions``, ``/v1/chat/completions``,
+    ``GET /v1/models``.
+    ``MistralFim(api_key=None)``: ``/v1/fim/completions``, ``GET /v1/models``.
+    ``Anthropic(api_key=None)``: ``/v1/messages`` (400 on prefill or missing
+    ``anthropic-version``), ``GET /v1/models``.
+    ``Gemini(api_key=None)``: ``/v1beta/models/M:generateContent``,
+    ``:streamGenerateContent?alt=sse`` (CRLF-separated events), ``GET /v1beta/models/M``.
     ``Router([r1, r2])`` serves several on one port (the fixture does this for you).
 Responders raise nothing when the client leaves: the server cancels them and records a
 ``Disconnect``.
