@@ -10,6 +10,7 @@ goes to ``/completion`` directly. Batches go to ``/v1/completions`` as a prompt 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -42,6 +43,8 @@ from anyfill.daemon.fim.templates import (
 )
 
 __all__ = ["LlamaCppBackend", "configured_template"]
+
+log = logging.getLogger("anyfill.backends")
 
 #: Stop generating this long after the first token once a newline was produced (llama.vim).
 DEFAULT_T_MAX_PREDICT_MS = 1000
@@ -209,6 +212,7 @@ class LlamaCppBackend(HttpBackend):
         async with self._lock:
             if self._template is None:
                 self._template = await self._detect()
+                log.info("backend %s: %s", self.name, self._template[1])
         return self._template
 
     async def _detect(self) -> tuple[FimTemplate, str]:

@@ -10,6 +10,7 @@ after a 200.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from anyfill.daemon.fim.templates import (
 )
 
 __all__ = ["OllamaBackend"]
+
+log = logging.getLogger("anyfill.backends")
 
 #: Keep the model loaded between hotkey presses (Ollama's default unloads after 5 min).
 DEFAULT_KEEP_ALIVE = "30m"
@@ -154,6 +157,9 @@ class OllamaBackend(HttpBackend):
                 else:  # Ollama before capabilities: the template tells
                     insert = ".Suffix" in template
                 self._models[model] = _ModelInfo(insert=insert, template_text=template)
+                log.info(
+                    "backend %s: model %s can%s insert", self.name, model, "" if insert else "not"
+                )
             return self._models[model]
 
     async def _raw_template(

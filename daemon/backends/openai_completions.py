@@ -10,6 +10,7 @@ Stop lists are cut to the server's limit (OpenAI 4, DeepSeek 16; ``options.max_s
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -36,6 +37,8 @@ from anyfill.daemon.errors import (
 from anyfill.daemon.fim.templates import TEMPLATES, FimTemplate, detect_template
 
 __all__ = ["OpenAICompletionsBackend", "read_openai_stream"]
+
+log = logging.getLogger("anyfill.backends")
 
 NATIVE_SUFFIX_HOSTS = ("api.openai.com", "api.deepseek.com", "api.siliconflow.cn")
 STOP_LIMITS = {"api.openai.com": 4, "api.deepseek.com": 16}
@@ -168,6 +171,7 @@ class OpenAICompletionsBackend(HttpBackend):
                 if started or not auto or "suffix" not in str(exc).lower():
                     raise
                 self._suffix_refused = True
+                log.info("backend %s refused 'suffix': using a raw template prompt", self.name)
         template = self.template()
         text = template.render(
             prompt.prefix,
