@@ -129,9 +129,13 @@ class XSession:
 
     # -- playing the user ----------------------------------------------------------------
 
-    def key(self, *keys: str) -> None:
-        """Real key events through XTEST, as a keyboard would send them."""
-        self.run("xdotool", "key", "--clearmodifiers", "--delay", "0", *keys)
+    def key(self, *keys: str, clear: bool = True) -> None:
+        """Real key events through XTEST, as a keyboard would send them.
+
+        ``clear``: xdotool lifts held modifiers first (and taps Caps Lock off and on).
+        """
+        flags = ["--clearmodifiers"] if clear else []
+        self.run("xdotool", "key", *flags, "--delay", "0", *keys)
 
     def focus(self, wid: int, *, exact: bool = True) -> None:
         self.run("xdotool", "windowfocus", "--sync", str(wid))

@@ -339,3 +339,23 @@ def test_preview_hotkey_without_a_window_pastes(
     assert "no preview window in headless mode" in daemon.log()
     assert qt.state()["text"] == "Hello big " + text[6:]
     assert_selections_restored(x, qt)
+
+
+@pytest.mark.parametrize("lock", ["Caps_Lock", "Num_Lock"])
+def test_hotkey_works_with_a_lock_key_on(
+    lock: str, x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    text = unique("Hello world")
+    prepare(x, qt, text, 6)
+    llama[0].queue.clear()
+    llama[0].push(Reply(text="big "))
+    x.key(lock, clear=False)  # the grab must match with Lock / Mod2 in the state too
+    try:
+        count = len(daemon.outcomes())
+        x.key(HOTKEY, clear=False)
+        outcome = daemon.wait_outcome(count + 1)
+    finally:
+        x.key(lock, clear=False)
+    assert outcome.status == "inserted", outcome
+    assert qt.state()["text"] == "Hello big " + text[6:]
+    assert_selections_restored(x, qt)
