@@ -97,11 +97,22 @@ async def serve(
             chain = ", ".join(settings.routing.default)
             log.info("anyfill is running; backends in order: %s", chain)
             try:
-                await stop.wait()
+                await _first_of(stop, desktop.lost)
             finally:
                 pipelines.clear()
                 await pipeline.aclose()
+            if desktop.lost.is_set() and not stop.is_set():
+                raise DesktopUnavailable("the connection to the display was lost")
     log.info("anyfill stopped")
+
+
+async def _first_of(*events: asyncio.Event) -> None:
+    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
 
 
 def run_daemon(settings: Settings, *, headless: bool, debug: bool = False) -> None:

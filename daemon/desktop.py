@@ -149,3 +149,5 @@ class Desktop:
     keys: Keys
     clipboard: Clipboard
     windows: Windows
+    lost: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the connection to the display broke: the daemon cannot go on."""

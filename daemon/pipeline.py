@@ -102,6 +102,9 @@ class Pipeline:
         except asyncio.CancelledError:
             self._record(Outcome(action, "cancelled", "cancelled", ms=_ms(started)))
             raise
+        except Exception as exc:  # a bug or a broken connection: log it, keep serving
+            log.exception("the completion failed unexpectedly")
+            outcome = Outcome(action, "failed", f"internal error: {exc}", ms=_ms(started))
         self._record(outcome)
         return outcome
 

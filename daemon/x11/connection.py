@@ -32,10 +32,13 @@ class XConnection:
         self._names: dict[int, str] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pump_scheduled = False
+        self._fd = -1
         self.display: Any = None
         self.root: Any = None
         self.window: Any = None
         """Our unmapped helper window: selection owner and property scratch space."""
+        self.lost = asyncio.Event()
+        """Set when the X connection broke (the server exited or closed us)."""
 
     async def __aenter__(self) -> XConnection:
         self.open()
@@ -69,13 +72,14 @@ class XConnection:
         self.window.set_wm_name("anyfill")
         self.display.flush()
         self._loop = asyncio.get_running_loop()
-        self._loop.add_reader(self.display.fileno(), self.pump)
+        self._fd = self.display.fileno()
+        self._loop.add_reader(self._fd, self.pump)
 
     def close(self) -> None:
         if self.display is None:
             return
         if self._loop is not None:
-            self._loop.remove_reader(self.display.fileno())
+            self._loop.remove_reader(self._fd)
         try:
             self.window.destroy()
             self.display.close()
@@ -132,7 +136,8 @@ class XConnection:
         except Exception as exc:  # noqa: BLE001 - the connection broke: stop watching it
             log.error("lost the X connection: %s", exc)
             if self._loop is not None:
-                self._loop.remove_reader(self.display.fileno())
+                self._loop.remove_reader(self._fd)
+            self.lost.set()
 
     async def server_time(self) -> int:
         """A current X server timestamp (ICCCM asks owners not to use CurrentTime)."""

@@ -33,7 +33,9 @@ class X11Desktop:
         async with AsyncExitStack() as stack:
             await stack.enter_async_context(self._conn)
             keys = X11Keys(self._conn)
-            desktop = Desktop(keys, X11Clipboard(self._conn), X11Windows(self._conn))
+            desktop = Desktop(
+                keys, X11Clipboard(self._conn), X11Windows(self._conn), lost=self._conn.lost
+            )
             await stack.enter_async_context(
                 X11Hotkeys(self._conn, keys, self._bindings, self._on_trigger)
             )

@@ -102,8 +102,8 @@ class X11Hotkeys:
     ) -> None:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
-        if self._conn.display is None:
-            return
+        if self._conn.display is None or self._conn.lost.is_set():
+            return  # the server is gone, and its grabs with it
         from Xlib import X
 
         for keycode, modifiers in self._grabs:
