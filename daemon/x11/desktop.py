@@ -33,14 +33,18 @@ class X11Desktop:
         async with AsyncExitStack() as stack:
             await stack.enter_async_context(self._conn)
             keys = X11Keys(self._conn)
-            desktop = Desktop(
-                keys, X11Clipboard(self._conn), X11Windows(self._conn), lost=self._conn.lost
-            )
+            clipboard = X11Clipboard(self._conn)
+            desktop = Desktop(keys, clipboard, X11Windows(self._conn), lost=self._conn.lost)
+            stack.push_async_callback(self._hand_over, clipboard)
             await stack.enter_async_context(
                 X11Hotkeys(self._conn, keys, self._bindings, self._on_trigger)
             )
             self._stack = stack.pop_all()
         return desktop
+
+    async def _hand_over(self, clipboard: X11Clipboard) -> None:
+        if not self._conn.lost.is_set():
+            await clipboard.hand_over()
 
     async def __aexit__(
         self,

@@ -167,6 +167,40 @@ class X11Clipboard:
                 text = raw[2].decode("latin-1")
         return text
 
+    async def hand_over(self) -> None:
+        """Before we exit: what we own (usually the user's restored clipboard) must outlive
+        us. X drops a selection with its owner, so a clipboard manager saves it (ICCCM
+        SAVE_TARGETS, all formats) or, without one, xclip / xsel keeps the text."""
+        for selection, state in list(self._owned.items()):
+            name = self._conn.atom_name(selection)
+            if name == "CLIPBOARD" and await self._save_to_manager():
+                log.info("the clipboard manager took over the clipboard")
+                continue
+            text = state.offer.snapshot.text()
+            if text is not None:
+                await _spawn_holder(name, text)
+
+    async def _save_to_manager(self) -> bool:
+        from Xlib import X
+
+        manager = self._conn.atom("CLIPBOARD_MANAGER")
+        if int(getattr(self._conn.display.get_selection_owner(manager), "id", 0)) == 0:
+            return False
+        prop = self._conn.atom("ANYFILL_SAVE")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._notify[prop] = future
+        try:
+            self._conn.window.convert_selection(
+                manager, self._conn.atom("SAVE_TARGETS"), prop, await self._conn.server_time()
+            )
+            self._conn.flush()
+            event = await asyncio.wait_for(future, 3.0)
+        except TimeoutError:
+            return False
+        finally:
+            self._notify.pop(prop, None)
+        return bool(event.property != X.NONE)
+
     def _client(self, window_id: int) -> int:
         """The X client a resource belongs to: ids share the bits outside the id mask."""
         return window_id & ~int(self._conn.display.display.info.resource_id_mask)
@@ -350,6 +384,32 @@ class X11Clipboard:
             chunk = b""
         if not chunk:
             self._outgoing.pop(key, None)
+
+
+async def _spawn_holder(selection: str, text: str) -> None:
+    """Leave the text with xclip (or xsel), which keep serving it after we exit."""
+    import shutil
+
+    which = selection.lower()
+    if shutil.which("xclip"):
+        command = ["xclip", "-selection", which, "-i"]
+    elif shutil.which("xsel"):
+        command = ["xsel", f"--{which}", "--input"]
+    else:
+        log.warning("%s is lost at exit: install xclip or a clipboard manager", selection)
+        return
+    process = await asyncio.create_subprocess_exec(
+        *command,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        await asyncio.wait_for(process.communicate(text.encode("utf-8")), 3.0)
+        log.info("%s handed to %s", selection, command[0])
+    except TimeoutError:
+        log.warning("%s could not be handed to %s", selection, command[0])
 
 
 def _value(reply: Any) -> Value:

@@ -4,20 +4,22 @@ releasing the grabs; a hotkey another program holds is a clear error."""
 from __future__ import annotations
 
 import signal
+import time
 
 import pytest
 
-from tests.e2e.harness import Daemon, XSession, daemon_config
+from tests.e2e.harness import Daemon, QtTarget, XSession, daemon_config
 from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
+from tests.servers.script import Reply
 
 pytestmark = pytest.mark.desktop
 
 OWN_KEYS = """
 [hotkeys]
-complete = "<ctrl>+<alt>+<f5>"
-preview = "<ctrl>+<alt>+<f6>"
-cancel = "<ctrl>+<alt>+<f7>"
+complete = "<ctrl>+<alt>+u"
+preview = "<ctrl>+<alt>+i"
+cancel = "<ctrl>+<alt>+o"
 """
 
 
@@ -64,3 +66,21 @@ def test_display_going_away_stops_the_daemon_with_an_error(
         doomed.process.wait(10)
         assert process.process.wait(10) == 1
         assert "the connection to the display was lost" in process.log()
+
+
+def test_clipboard_held_by_anyfill_survives_its_exit(
+    x: XSession, qt: QtTarget, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    """After a paste anyfill owns the restored clipboard; exiting must not empty it."""
+    process = Daemon(x, daemon_config(llama[1].url, OWN_KEYS), name="handover")
+    qt.set(f"Hello world {time.monotonic()}", 6)
+    x.focus(qt.wid)
+    x.set_clipboard("the user's clipboard, kept after exit ✓")
+    x.set_clipboard("the user's selection, kept after exit", "primary")
+    llama[0].queue.clear()
+    llama[0].push(Reply(text="big "))
+    x.key("ctrl+alt+u")
+    process.wait_outcome(1)
+    assert process.stop() == 0
+    assert x.get_clipboard() == "the user's clipboard, kept after exit ✓"
+    assert x.get_clipboard("primary") == "the user's selection, kept after exit"
