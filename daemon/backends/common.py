@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -24,6 +25,11 @@ from anyfill.daemon.errors import AnyfillError, BackendTimeout, ProtocolError, U
 __all__ = ["HttpBackend", "batch_results", "closing_stream", "join_url", "limit_stops"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("anyfill.backends")
+
+#: Failures before any answer that a stale keep-alive connection causes.
+STALE_CONNECTION = (httpx.RemoteProtocolError, httpx.WriteError, httpx.ReadError)
 
 #: Keys of ``options`` that configure anyfill itself and are never sent to the server.
 ANYFILL_OPTIONS = frozenset({"native_suffix", "max_stop"})
@@ -114,8 +120,7 @@ class HttpBackend(Backend):
         request = self.client.build_request(
             method, url, json=json, params=params, headers={**self.headers(), **(headers or {})}
         )
-        with map_transport_errors(self.name, url):
-            response = await self.client.send(request, stream=True)
+        response = await self._send_retrying(request, url)
         try:
             if observer is not None:
                 observer.on_response(response.status_code, response.headers)
@@ -134,6 +139,20 @@ class HttpBackend(Backend):
             yield response
         finally:
             await response.aclose()
+
+    async def _send_retrying(self, request: httpx.Request, url: str) -> httpx.Response:
+        """Send once more when a pooled connection turns out closed before any answer.
+
+        A keep-alive connection can die between two requests (llama-server closes idle ones
+        after 5 s, and after an error answer): the first write or read on it fails at once.
+        Nothing was generated then, so a second try on a fresh connection is safe.
+        """
+        with map_transport_errors(self.name, url):
+            try:
+                return await self.client.send(request, stream=True)
+            except STALE_CONNECTION as exc:
+                log.debug("backend %s: pooled connection was closed (%s); retry", self.name, exc)
+            return await self.client.send(request, stream=True)
 
     async def post_json(self, url: str, body: Any, observer: StreamObserver | None = None) -> Any:
         """A non-streamed POST answered with one JSON document."""

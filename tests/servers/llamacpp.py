@@ -118,6 +118,8 @@ class LlamaCpp(Scripted):
         body = request.json() or {}
         if request.path == "/infill":
             if not self.fim:
+                # Measured on llama-server: this 501 comes with "Connection: close".
+                response.keep_alive = False
                 await response.json(501, llama_error(501, "not_supported_error", INFILL_501))
                 return
             if "input_prefix" not in body or "input_suffix" not in body:

@@ -76,6 +76,9 @@ class Reply:
     """An error reported inside a 200 stream after the chunks (Ollama, Anthropic, OpenAI)."""
     finish_reason: str = "stop"
     prompt_tokens: int = 7
+    close_after: bool = False
+    """Close the connection after a streamed answer without announcing it (llama-server
+    does this): a client that reuses the socket finds it dead."""
 
     def pieces(self) -> list[str]:
         if self.chunks is not None:
@@ -140,6 +143,8 @@ async def stream_pieces(
 
     Returns False when the connection was dropped on purpose (nothing more to send).
     """
+    if reply.close_after:  # the headers are out: no "Connection: close" was announced
+        response.keep_alive = False
     for _ in range(reply.keepalives):
         await response.sleep(reply.chunk_delay_s)
         await response.write(keepalive)

@@ -259,3 +259,15 @@ async def test_total_time_limit_holds_during_keepalives(case: Case, loopback: St
         with pytest.raises(BackendTimeout, match=r"timeouts.total_s"):
             await collect(be)
     assert time.monotonic() - started < 2.0
+
+
+async def test_server_closing_idle_connections_is_not_an_error(
+    case: Case, loopback: StartServer
+) -> None:
+    """llama-server closes the socket after a streamed answer without saying so; the next
+    request must not fail on the dead pooled connection."""
+    srv = await loopback(case.make(default=Reply(close_after=True)))
+    async with backend_for(case.type_name, srv.url, api_key=case.api_key, **case.config) as be:
+        for _ in range(3):
+            assert "".join(await collect(be)) == SEED_ANSWER
+    assert len([r for r in srv.requests if r.finished]) >= 3
