@@ -101,6 +101,8 @@ class OpenAICompletionsBackend(HttpBackend):
         return httpx.URL(self.config.url).host
 
     def endpoint(self) -> str:
+        if self.host == "api.deepseek.com":  # DeepSeek serves FIM completions only in beta
+            return join_url(self.config.url, "/beta", "/completions")
         return join_url(self.config.url, "/v1", "/completions")
 
     def native_suffix(self) -> bool:

@@ -176,3 +176,28 @@ def test_refused_connection_reported_as_a_timeout_is_still_nothing_listens() -> 
     slow = transport_error("b", "http://10.0.0.1:9", httpx.ConnectTimeout("timed out"))
     assert isinstance(slow, BackendTimeout)
     assert "raise timeouts.connect_s" in str(slow)
+
+
+@pytest.mark.parametrize(
+    ("url", "endpoint", "native"),
+    [
+        ("https://api.deepseek.com", "https://api.deepseek.com/beta/completions", True),
+        ("https://api.deepseek.com/beta", "https://api.deepseek.com/beta/completions", True),
+        ("https://api.openai.com", "https://api.openai.com/v1/completions", True),
+        ("http://127.0.0.1:8000", "http://127.0.0.1:8000/v1/completions", False),
+        ("https://api.together.xyz/v1", "https://api.together.xyz/v1/completions", False),
+    ],
+)
+async def test_completions_endpoint_and_native_suffix_by_host(
+    url: str, endpoint: str, native: bool
+) -> None:
+    from anyfill.config.model import BackendConfig
+    from anyfill.daemon.backends.http import make_client
+    from anyfill.daemon.backends.openai_completions import OpenAICompletionsBackend
+
+    config = BackendConfig(name="c", type="openai-completions", url=url, model="m")
+    async with make_client(config) as client:
+        backend = OpenAICompletionsBackend(config, client)
+        assert backend.endpoint() == endpoint
+        assert backend.native_suffix() is native
+        assert backend.max_stop() == (4 if "openai" in url else 16)
