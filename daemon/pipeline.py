@@ -14,14 +14,14 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
 from anyfill.config.model import CaptureStrategy, Settings
 from anyfill.daemon import apprules
 from anyfill.daemon.capture.base import Captured, Strategy, capture
-from anyfill.daemon.completion import Completer, CompletionRequest
-from anyfill.daemon.desktop import ClipSnapshot, Desktop
+from anyfill.daemon.completion import Completer, Completion, CompletionRequest
+from anyfill.daemon.desktop import ClipSnapshot, Desktop, Target
 from anyfill.daemon.errors import AnyfillError, FocusChanged, SecureField
 from anyfill.daemon.hotkeys import Action
 from anyfill.daemon.inject.inserter import Inserter
@@ -45,6 +45,8 @@ class Outcome:
     """The completion, kept even when it was not inserted (focus moved)."""
     method: str = ""
     ms: float = 0.0
+    capture: str = ""
+    """The strategy that read the text around the caret."""
 
 
 class Pipeline:
@@ -113,10 +115,11 @@ class Pipeline:
         level = logging.INFO if outcome.status in ("inserted", "clipboard") else logging.WARNING
         log.log(
             level,
-            "outcome=%s app=%s method=%s ms=%.1f chars=%d%s",
+            "outcome=%s app=%s method=%s capture=%s ms=%.1f chars=%d%s",
             outcome.status,
             outcome.app or "-",
             outcome.method or "-",
+            outcome.capture or "-",
             outcome.ms,
             len(outcome.middle or ""),
             f" reason={outcome.reason}" if outcome.reason else "",
@@ -157,6 +160,28 @@ class Pipeline:
             return Outcome(action, "failed", str(exc), target.app, ms=_ms(started))
         finally:
             self._request_id = None
+        outcome = await self._deliver(
+            action,
+            started=started,
+            target=target,
+            app=app,
+            captured=captured,
+            theirs=theirs,
+            completion=completion,
+        )
+        return replace(outcome, capture=captured.context.method)
+
+    async def _deliver(
+        self,
+        action: Action,
+        *,
+        started: float,
+        target: Target,
+        app: apprules.AppSettings,
+        captured: Captured,
+        theirs: bool,
+        completion: Completion,
+    ) -> Outcome:
         middle = completion.middle
         if not middle:
             return Outcome(action, "empty", "the backend had nothing to add", target.app, "")

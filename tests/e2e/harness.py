@@ -248,7 +248,8 @@ class QtTarget:
 
 
 OUTCOME = re.compile(
-    r"outcome=(\w+) app=(\S+) method=(\S+) ms=([\d.]+) chars=(\d+)(?: reason=(.*))?"
+    r"outcome=(\w+) app=(\S+) method=(\S+) capture=(\S+) ms=([\d.]+) chars=(\d+)"
+    r"(?: reason=(.*))?"
 )
 
 
@@ -257,6 +258,7 @@ class Outcome:
     status: str
     app: str
     method: str
+    capture: str
     ms: float
     chars: int
     reason: str
@@ -297,7 +299,7 @@ class Daemon:
 
     def outcomes(self) -> list[Outcome]:
         return [
-            Outcome(m[1], m[2], m[3], float(m[4]), int(m[5]), m[6] or "")
+            Outcome(m[1], m[2], m[3], m[4], float(m[5]), int(m[6]), m[7] or "")
             for m in OUTCOME.finditer(self.log())
         ]
 

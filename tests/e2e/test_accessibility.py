@@ -100,7 +100,7 @@ def test_capture_by_accessibility_sends_no_capture_keys(
         a11y.key(HOTKEY)
         outcome = a11y_daemon.wait_outcome(count + 1)
 
-        assert outcome.status == "inserted", outcome
+        assert (outcome.status, outcome.capture) == ("inserted", "accessibility"), outcome
         sent = infill(server)[before:]
         assert [(r.json()["input_prefix"], r.json()["input_suffix"]) for r in sent] == [
             (text[:22], text[22:])

@@ -106,7 +106,7 @@ def test_completion_in_mousepad(
 
     outcome = press(x, daemon)
 
-    assert outcome.status == "inserted", outcome
+    assert (outcome.status, outcome.capture) == ("inserted", "keyboard"), outcome
     assert outcome.app == "Mousepad"
     requests = infill(server)
     assert len(requests) == before + 1

@@ -54,7 +54,7 @@ def test_terminal_gets_clipboard_mode_and_no_keys(
 
         outcome = press(x, daemon)
 
-        assert outcome.status == "clipboard", outcome
+        assert (outcome.status, outcome.capture) == ("clipboard", "clipboard"), outcome
         assert outcome.app == "XTerm"
         sent = infill(server)[before:]
         assert [(r.json()["input_prefix"], r.json()["input_suffix"]) for r in sent] == [
