@@ -90,8 +90,12 @@ def _not_yet(command: str, issue: str) -> NoReturn:
 @cli.command()
 @click.argument("document", required=False, metavar="[FILE|-]")
 @click.option("--marker", help="Cursor marker in the document (default: capture.cursor_marker).")
-@click.option("--prefix-file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--suffix-file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--prefix-file", type=click.Path(dir_okay=False, path_type=Path), help="Text before the cursor."
+)
+@click.option(
+    "--suffix-file", type=click.Path(dir_okay=False, path_type=Path), help="Text after the cursor."
+)
 @click.option("--jsonl", metavar="IN.jsonl", help='Batch: one {"id","prefix","suffix"} per line.')
 @click.option("--backend", "backend_name", metavar="NAME", help="A configured backend.")
 @click.option("--type", "type_name", metavar="TYPE", help="Ad-hoc backend type (with --url).")
@@ -102,7 +106,18 @@ def _not_yet(command: str, issue: str) -> NoReturn:
 @click.option("--json", "as_json", is_flag=True, help="Print backend, mode, timing and raw text.")
 @pass_state
 def complete(state: CliState, /, **options: Any) -> int:
-    """Print the text that belongs at the cursor marker of FILE (or stdin)."""
+    """Print the text that belongs at the cursor marker of FILE (or stdin).
+
+    \b
+    Inputs (one of):
+      FILE or -                     a document holding one cursor marker
+      --prefix-file/--suffix-file   the text before and after the cursor
+      --jsonl IN.jsonl              {"id","prefix","suffix"} per line; prints one
+                                    {"id","middle","backend","ms","error"} per line
+    Backend: --backend NAME from the configuration, or an ad-hoc one with
+    --type TYPE --url URL [--model M] [--api-key-env VAR], TYPE being one of
+    llamacpp, ollama, openai-completions, mistral-fim, openai-chat, anthropic, gemini.
+    """
     from anyfill.daemon.complete_cmd import CompleteArgs, run_complete
 
     return run_complete(state.settings, CompleteArgs(**options))

@@ -278,3 +278,17 @@ async def test_backend_failure_exits_1_with_one_line(env: dict[str, str], refuse
         f"anyfill: error: backend 'llamacpp': nothing listens on {refused_url}; "
         "start the server or fix the backend's url"
     )
+
+
+async def test_configured_backend_without_its_key(env: dict[str, str], tmp_path: Path) -> None:
+    config = tmp_path / "anyfill.toml"
+    config.write_text(
+        '[[backends]]\nname = "claude"\ntype = "anthropic"\nurl = "http://127.0.0.1:9"\n'
+        '[routing]\ndefault = ["claude"]\n'
+    )
+    env["ANYFILL_CONFIG"] = str(config)
+    run = await anyfill(env, "-", stdin=SEED_DOC)
+    assert run.code == 2
+    assert "backend 'claude' needs an API key" in run.err
+    assert "anyfill config set-key claude" in run.err
+    assert "ANTHROPIC_API_KEY" in run.err
