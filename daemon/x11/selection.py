@@ -227,7 +227,7 @@ class X11Clipboard:
         from Xlib import X
 
         self._props += 1
-        prop = self._conn.atom(f"ANYFILL_SEL_{self._props % 64}")
+        prop = self._conn.atom(f"ANYFILL_SEL_{self._props % 256}")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._notify[prop] = future
         try:

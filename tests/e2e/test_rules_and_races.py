@@ -39,6 +39,11 @@ mode = "type"
 [[insert.apps]]
 match = "^anyfill-deaf$"
 paste_keys = "<f8>"
+
+[[insert.apps]]
+match = "^anyfill-insert-keys$"
+copy_keys = "<ctrl>+<insert>"
+paste_keys = "<shift>+<insert>"
 """
 
 
@@ -132,3 +137,32 @@ def test_a_copy_made_while_pasting_is_never_overwritten(
     assert "kept the new content" in ruled.log() or "keeping the new content" in ruled.log()
     assert x.get_clipboard() == "copied meanwhile"
     assert deaf.state()["text"] == text
+
+
+def test_app_rule_copy_and_paste_keys_are_used(
+    x: XSession, ruled: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    target = QtTarget(x, "anyfill-insert-keys")
+    try:
+        text = unique("Hello world")
+        start(x, target, text, Reply(text="big "), llama[0])
+        before = len(infill(llama[1]))
+        count = len(ruled.outcomes())
+
+        x.key(KEY)
+        outcome = ruled.wait_outcome(count + 1)
+
+        assert outcome.status == "inserted", outcome
+        sent = infill(llama[1])[before:]
+        assert [(r.json()["input_prefix"], r.json()["input_suffix"]) for r in sent] == [
+            (text[:6], text[6:])
+        ]
+        state = target.state()
+        assert state["text"] == text[:6] + "big " + text[6:]
+        assert "ctrl+Key_Insert" in state["keys"]
+        assert "shift+Key_Insert" in state["keys"]
+        assert "ctrl+Key_C" not in state["keys"]
+        assert "ctrl+Key_V" not in state["keys"]
+        assert x.get_clipboard() == USER_CLIP
+    finally:
+        target.close()
