@@ -37,13 +37,14 @@ pytestmark = pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 
 
 async def test_streams_the_answer_in_chunks(case: Case, loopback: StartServer) -> None:
-    srv = await loopback(case.make())
+    srv = await loopback(case.make(Reply(headers={"x-ratelimit-remaining-requests": "59"})))
     recorder = Recorder()
     async with backend_for(case.type_name, srv.url, api_key=case.api_key, **case.config) as be:
         chunks = await collect(be, SEED, recorder)
     assert "".join(chunks) == SEED_ANSWER
     assert len(chunks) > 1
     assert recorder.statuses[-1] == 200
+    assert recorder.headers[-1]["x-ratelimit-remaining-requests"] == "59"
     assert len(recorder.plans) == 1
     assert recorder.usages
     assert recorder.usages[-1].completion_tokens == len(chunks)
@@ -90,9 +91,11 @@ async def test_429_carries_the_servers_retry_time(case: Case, loopback: StartSer
         else Reply(error="rate_limit", retry_after="7")
     )
     srv = await loopback(case.make(reply))
+    recorder = Recorder()
     async with backend_for(case.type_name, srv.url, api_key=case.api_key, **case.config) as be:
         with pytest.raises(RateLimited) as caught:
-            await collect(be)
+            await collect(be, SEED, recorder)
+    assert recorder.statuses[-1] == 429  # the scheduler sees the status and headers too
     expected = 22.0 if case.type_name == "gemini" else 7.0
     assert caught.value.retry_after == expected
     assert caught.value.retryable
