@@ -8,6 +8,7 @@ PRIMARY selection are back (the R1 figures).
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -360,3 +361,50 @@ def test_hotkey_works_with_a_lock_key_on(
     assert outcome.status == "inserted", outcome
     assert qt.state()["text"] == "Hello big " + text[6:]
     assert_selections_restored(x, qt)
+
+
+def test_nothing_is_sent_while_the_user_still_holds_the_hotkey(
+    x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    text = unique("Hello world")
+    prepare(x, qt, text, 6)
+    llama[0].queue.clear()
+    llama[0].push(Reply(text="big "))
+    count = len(daemon.outcomes())
+
+    x.run("xdotool", "keydown", "--delay", "0", "ctrl+alt+space")
+    try:
+        time.sleep(0.4)
+        state = qt.state()
+        sent = [key for key in state["keys"] if not key.endswith(MODIFIER_KEYS)]
+        assert (state["text"], sent) == (text, [])  # anyfill waits for the release
+        assert len(daemon.outcomes()) == count
+    finally:
+        x.run("xdotool", "keyup", "--delay", "0", "space", "alt", "ctrl")
+    outcome = daemon.wait_outcome(count + 1)
+
+    assert outcome.status == "inserted", outcome
+    assert qt.state()["text"] == "Hello big " + text[6:]
+    assert_selections_restored(x, qt)
+
+
+def test_keys_held_too_long_send_nothing(
+    x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    text = unique("Hello world")
+    prepare(x, qt, text, 6)
+    before = len(infill(llama[1]))
+    count = len(daemon.outcomes())
+
+    x.run("xdotool", "keydown", "--delay", "0", "ctrl+alt+space")
+    try:
+        outcome = daemon.wait_outcome(count + 1)  # after modifier_release_timeout_ms
+    finally:
+        x.run("xdotool", "keyup", "--delay", "0", "space", "alt", "ctrl")
+
+    assert outcome.status == "failed", outcome
+    assert "still held" in outcome.reason
+    state = qt.state()
+    sent = [key for key in state["keys"] if not key.endswith(MODIFIER_KEYS)]
+    assert (state["text"], sent) == (text, [])
+    assert len(infill(llama[1])) == before
