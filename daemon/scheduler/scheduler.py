@@ -68,6 +68,7 @@ from anyfill.daemon.scheduler.events import AttemptFinished, CooldownChanged, Ou
 from anyfill.daemon.scheduler.feedback import RateFeedback, quota_exhausted_for, read_feedback
 from anyfill.daemon.scheduler.limiter import (
     PRIORITY_RANK,
+    WINDOW_S,
     DeadlinePassed,
     Limiter,
     LimitSpec,
@@ -246,6 +247,11 @@ class _Observer:
 class _Member:
     __slots__ = ("deadline", "future", "left", "prompt", "rank", "request_id", "tokens")
 
+    @property
+    def waiting(self) -> bool:
+        """Still wants its answer (its consumer may be cancelled before ``left`` is set)."""
+        return not self.left and not self.future.done()
+
     def __init__(
         self, request: CompletionRequest, prompt: FimPrompt, future: asyncio.Future[_BatchAnswer]
     ) -> None:
@@ -290,7 +296,7 @@ class _Batch:
             self.go.set_result(None)
 
     def member_left(self) -> None:
-        if all(member.left for member in self.members):
+        if not any(member.waiting for member in self.members):
             if self.sent and self.task is not None:
                 self.task.cancel()  # nobody wants the answer: close the connection
             self.close_now()
@@ -314,6 +320,7 @@ class Scheduler:
         batch_max: int = DEFAULT_BATCH_MAX,
         batch_priorities: frozenset[str] = frozenset({"prefetch", "batch"}),
         unusable: Mapping[str, AnyfillError] | None = None,
+        limit_window_s: float = WINDOW_S,
     ) -> None:
         self.routing = routing or RoutingConfig()
         self.unusable = dict(unusable or {})
@@ -340,7 +347,7 @@ class Scheduler:
             )
             if key in limiters:  # same key at the same URL: one quota, the stricter limits
                 spec = limiters[key].spec.strictest(spec)
-            limiters[key] = Limiter(spec, self.clock)  # built before any lane uses it
+            limiters[key] = Limiter(spec, self.clock, window=limit_window_s)
             healths.setdefault(key, Health())
             prices[backend.name] = backend.config.price
         for backend in self._backends:
@@ -870,7 +877,7 @@ class Scheduler:
                 lane.batch = None
             if batch.timer is not None:
                 batch.timer.cancel()
-            members = [member for member in batch.members if not member.left]
+            members = [member for member in batch.members if member.waiting]
             if not members:
                 return
             rank = min(member.rank for member in members)
@@ -883,7 +890,7 @@ class Scheduler:
             now = clock.now()
             members = []
             for member in batch.members:
-                if member.left:
+                if not member.waiting:
                     continue
                 if member.deadline is not None and now >= member.deadline:
                     member.future.set_exception(
@@ -898,6 +905,7 @@ class Scheduler:
                 for member in members:
                     member.future.set_exception(error)
                 return
+            members = [member for member in members if member.waiting]
             granted.sent = True
             batch.sent = True
             observer = _Observer(lane.health, granted, clock.now)

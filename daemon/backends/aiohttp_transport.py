@@ -1,0 +1,174 @@
+"""An httpx transport on aiohttp: httpx stays the API, aiohttp moves the bytes.
+
+Why not httpcore: measured by ``anyfill bench p2`` on a 2-core machine, httpcore spends
+several times aiohttp's CPU per streamed request, and its pool contends badly at
+concurrency 32. Why not the ``httpx-aiohttp`` package's transport: it maps a refused
+connection to ``ConnectTimeout`` (any ``ClientConnectionError`` becomes a timeout), and it
+releases a half-read response instead of closing it.
+
+What matters for anyfill:
+
+- **closing a half-read response closes the socket at once** (``ClientResponse.close()``,
+  synchronous, also when the task is being cancelled): over HTTP/1.1 that is the only
+  signal that makes llama.cpp, Ollama and vLLM stop generating. A fully read response goes
+  back to the keep-alive pool;
+- aiohttp errors become the httpx exceptions a caller expects (refused -> ``ConnectError``
+  with the ``ConnectionRefusedError`` as its cause, connect/read timeouts, a dropped body ->
+  ``RemoteProtocolError``), so backends map them as they would httpcore's;
+- no cookie jar (an API client has no use for one), no decompression in aiohttp (httpx
+  decodes ``Content-Encoding`` itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import AsyncIterator, Iterator
+
+import aiohttp
+import httpx
+
+__all__ = ["AiohttpTransport"]
+
+
+@contextlib.contextmanager
+def _mapped(request: httpx.Request, *, reading: bool) -> Iterator[None]:
+    """aiohttp and OS errors as httpx exceptions, the original kept as the cause."""
+    try:
+        yield
+    except aiohttp.ConnectionTimeoutError as exc:
+        raise httpx.ConnectTimeout(str(exc) or "connect timed out", request=request) from exc
+    except (aiohttp.SocketTimeoutError, aiohttp.ServerTimeoutError, TimeoutError) as exc:
+        raise httpx.ReadTimeout(str(exc) or "read timed out", request=request) from exc
+    except aiohttp.ClientConnectorError as exc:
+        # The OS error (refused, unreachable, DNS) stays reachable as the cause.
+        error = httpx.ConnectError(str(exc), request=request)
+        raise error from (exc.os_error if exc.os_error is not None else exc)
+    except aiohttp.ServerDisconnectedError as exc:
+        raise httpx.RemoteProtocolError(
+            "server disconnected without sending a complete response", request=request
+        ) from exc
+    except aiohttp.ClientPayloadError as exc:
+        raise httpx.RemoteProtocolError(
+            f"peer closed connection without sending complete message body ({exc})",
+            request=request,
+        ) from exc
+    except aiohttp.InvalidURL as exc:
+        raise httpx.UnsupportedProtocol(f"invalid URL {exc}", request=request) from exc
+    except (aiohttp.ClientOSError, ConnectionError) as exc:
+        cls = httpx.ReadError if reading else httpx.WriteError
+        raise cls(str(exc) or type(exc).__name__, request=request) from exc
+    except aiohttp.ClientError as exc:
+        raise httpx.ReadError(str(exc) or type(exc).__name__, request=request) from exc
+
+
+class _Body(httpx.AsyncByteStream):
+    """The response body; closing it before the end closes the connection."""
+
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request) -> None:
+        self._response = response
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _mapped(self._request, reading=True):
+            async for chunk in self._response.content.iter_any():
+                yield chunk
+
+    async def aclose(self) -> None:
+        response = self._response
+        if response.content.at_eof():
+            response.release()  # fully read: the connection goes back to the pool
+        else:
+            response.close()  # half read: close the socket now, the server must notice
+
+
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """One aiohttp session (a keep-alive pool) per transport, made on first use."""
+
+    def __init__(
+        self,
+        limits: httpx.Limits | None = None,
+        *,
+        verify: ssl.SSLContext | bool = True,
+    ) -> None:
+        self._limits = limits or httpx.Limits()
+        self._verify = verify
+        self._ssl_context: ssl.SSLContext | bool | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    def _ssl(self) -> ssl.SSLContext | bool:
+        """The TLS context for https URLs, made once on first use (certifi, like httpx)."""
+        if self._ssl_context is None:
+            verify = self._verify
+            self._ssl_context = httpx.create_ssl_context() if verify is True else verify
+        return self._ssl_context
+
+    def _open(self) -> aiohttp.ClientSession:
+        limits = self._limits
+        connector = aiohttp.TCPConnector(
+            limit=limits.max_connections or 0,
+            limit_per_host=0,
+            keepalive_timeout=limits.keepalive_expiry or 15.0,
+        )
+        return aiohttp.ClientSession(
+            connector=connector,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            auto_decompress=False,
+            skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        session = self._session
+        if session is None or session.closed:
+            session = self._session = self._open()
+        timeouts = request.extensions.get("timeout", {})
+        headers = request.headers.multi_items()
+        try:
+            data: bytes | AsyncIterator[bytes] | None = request.content or None
+        except httpx.RequestNotRead:
+            data = _iterate(request.stream)
+            # aiohttp frames a streamed body itself.
+            headers = [(k, v) for k, v in headers if k.lower() != "transfer-encoding"]
+        url = request.url
+        with _mapped(request, reading=False):
+            response = await session.request(
+                request.method,
+                str(url),
+                ssl=self._ssl() if url.scheme == "https" else True,
+                headers=headers,
+                data=data,
+                allow_redirects=False,
+                compress=False,
+                timeout=aiohttp.ClientTimeout(
+                    total=None,
+                    connect=timeouts.get("pool"),
+                    sock_connect=timeouts.get("connect"),
+                    sock_read=timeouts.get("read"),
+                ),
+            )
+        extensions = {"http_version": b"HTTP/1.1"}
+        if response.reason:
+            extensions["reason_phrase"] = response.reason.encode()
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.raw_headers,
+            stream=_Body(response, request),
+            request=request,
+            extensions=extensions,
+        )
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+async def _iterate(stream: httpx.AsyncByteStream | httpx.SyncByteStream) -> AsyncIterator[bytes]:
+    if isinstance(stream, httpx.AsyncByteStream):
+        async for chunk in stream:
+            yield chunk
+    else:
+        for chunk in stream:
+            yield chunk
+            await asyncio.sleep(0)
