@@ -50,7 +50,7 @@ async def closing_stream(chunks: AsyncIterator[T]) -> AsyncIterator[AsyncIterato
 def join_url(base: str, default_prefix: str, path: str) -> str:
     """``base`` + ``path``, adding ``default_prefix`` (e.g. ``/v1``) unless the base already
     ends with a version segment (``/v1``, ``/beta``, ``/api/v1``, ``/v1beta``)."""
-    last = base.rstrip("/").rsplit("/", 1)[-1]
+    last = httpx.URL(base).path.rstrip("/").rsplit("/", 1)[-1]  # the path's, never the host's
     if (last.startswith("v") and last[1:2].isdigit()) or last == "beta":
         return f"{base.rstrip('/')}{path}"
     return f"{base.rstrip('/')}{default_prefix}{path}"

@@ -117,6 +117,8 @@ def test_404_without_model_names_the_path() -> None:
         ("https://openrouter.ai/api/v1", "https://openrouter.ai/api/v1/completions"),
         ("https://x/v1beta", "https://x/v1beta/completions"),
         ("http://h/proxy", "http://h/proxy/v1/completions"),
+        ("http://v1host:8000", "http://v1host:8000/v1/completions"),
+        ("http://h/v1/", "http://h/v1/completions"),
     ],
 )
 def test_join_url(base: str, expected: str) -> None:
