@@ -14,7 +14,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from anyfill.daemon.fim.textfix import strip_fence, strip_preamble, strip_think, unwrap_block
+from anyfill.daemon.fim.textfix import (
+    fenced_blocks,
+    strip_fence,
+    strip_preamble,
+    strip_think,
+    unwrap_block,
+)
 
 __all__ = [
     "ANSWER_CLOSE",
@@ -97,7 +103,8 @@ def extract_middle(answer: str, *, marker: str | None = None) -> str:
 
     Accepts ``<fill>X</fill>`` anywhere in the reply (after a ``<think>`` block or a
     preamble, inside a fence, after a sentence that mentions the tag), an unclosed
-    ``<fill>X`` (the backend stopped at ``</fill>``), or a bare fenced or plain answer. A
+    ``<fill>X`` (the backend stopped at ``</fill>``), a reply with one fenced block and prose
+    around it (several blocks: ""), or a plain answer. A
     reply that contains the hole marker re-quoted the document instead of filling it, so it
     yields "" (``marker``: the prompt's marker; by default any spelling
     :func:`build_chat_prompt` may have used). Pass the result on to
@@ -111,7 +118,12 @@ def extract_middle(answer: str, *, marker: str | None = None) -> str:
         end = close if close != -1 else len(text)
         middle = strip_fence(unwrap_block(text[opening + len(ANSWER_OPEN) : end]))
     else:
-        middle = strip_fence(strip_preamble(text.strip("\n")))
+        # No tag: a chat reply that talks around one code block means the block; with
+        # several blocks there is no telling which.
+        blocks = fenced_blocks(text)
+        if len(blocks) > 1:
+            return ""
+        middle = blocks[0] if blocks else strip_preamble(text.strip("\n"))
         middle = middle.removesuffix(ANSWER_CLOSE)
     if (marker in middle) if marker is not None else _ANY_MARKER.search(middle):
         return ""

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 __all__ = [
     "FORMAT_TAGS",
     "cut_at_tokens",
+    "fenced_blocks",
     "strip_fence",
     "strip_format_tags",
     "strip_preamble",
@@ -103,6 +104,14 @@ def strip_fence(text: str) -> str:
     if match.group(1) in inner:
         return text  # several blocks, or prose around them: not one wrapped answer
     return inner
+
+
+_FENCED_BLOCK = re.compile(r"^(`{3,}|~{3,})[^\n`]*\n(.*?)\n?^\1[ \t]*$", re.S | re.M)
+
+
+def fenced_blocks(text: str) -> list[str]:
+    """The contents of the fenced code blocks in ``text``, prose around them allowed."""
+    return [str(content) for _fence, content in _FENCED_BLOCK.findall(text)]
 
 
 _PREAMBLE = re.compile(

@@ -87,6 +87,8 @@ def test_document_containing_the_marker_gets_another_marker() -> None:
         ("```\n<fill>x = 1</fill>\n```", "x = 1"),
         ("Here is the missing code:\n```python\nx = 1\n```", "x = 1"),
         ("Paris", "Paris"),
+        ("The hole needs a number:\n```python\nx = 1\n```\nThis sets x.", "x = 1"),
+        ("```\na\n```\nor\n```\nb\n```", ""),  # which one? empty, not wrong
         (f"<fill>def f(): {HOLE}</fill>", ""),  # re-quoted with the marker: not an answer
         (f"def f():\n    {HOLE}\n", ""),
         ("<fill>a <|HOLE2|></fill>", ""),  # the numbered variant too

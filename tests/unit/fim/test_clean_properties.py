@@ -203,3 +203,24 @@ def test_repeated_indentation_is_removed(hole: Hole) -> None:
     answer = indent + hole.middle
     assume(not echoes_more_of_prefix(answer, hole.prefix, indent))
     assert clean(answer, hole.prefix, hole.suffix) == hole.middle
+
+
+@EXAMPLES
+@given(unambiguous_holes, st.booleans(), st.booleans(), st.booleans())
+def test_chat_style_rewrite_of_the_line_in_a_fence(
+    hole: Hole, think: bool, preamble: bool, stop: bool
+) -> None:
+    """What chat models do at once: reason, announce, fence, and rewrite the whole line."""
+    line = hole.prefix[hole.prefix.rfind("\n") + 1 :]
+    rest = hole.rest_of_line
+    assume(len(line.strip()) >= 3 and rest.strip())
+    assume(not (rest[-1:].isalnum() and hole.suffix[len(rest) : len(rest) + 1].isalnum()))
+    assume(not echoes_more_of_prefix(line + hole.middle + rest, hole.prefix, line))
+    answer = f"```\n{line}{hole.middle}{rest}\n```"
+    if preamble:
+        answer = f"Here is the completion:\n{answer}"
+    if think:
+        answer = f"<think>\nLet me see.\n</think>\n\n{answer}"
+    if stop:
+        answer += "<|im_end|>\n<|im_start|>user"
+    assert clean(answer, hole.prefix, hole.suffix) == hole.middle
