@@ -43,6 +43,9 @@ class AnthropicBackend(HttpBackend):
             headers["x-api-key"] = self.api_key
         return headers
 
+    def model_name(self) -> str:
+        return self.config.model or DEFAULT_MODEL
+
     def endpoint(self) -> str:
         return join_url(self.config.url, "/v1", "/messages")
 
@@ -53,7 +56,7 @@ class AnthropicBackend(HttpBackend):
         chat = chat_prompt(prompt)
         plan = chat_plan(prompt, self.config.stop)
         body: dict[str, Any] = {
-            "model": self.config.model or DEFAULT_MODEL,
+            "model": self.model_name(),
             "max_tokens": self.max_tokens(prompt),
             "system": chat.system,
             "messages": [{"role": "user", "content": chat.user}],

@@ -78,6 +78,10 @@ class HttpBackend(Backend):
         """Appended to 'key refused' messages (where the key must come from)."""
         return ""
 
+    def model_name(self) -> str:
+        """The model the request names (a backend may have a default)."""
+        return self.config.model
+
     def headers(self) -> dict[str, str]:
         return {**self.auth_headers(), **self.config.headers}
 
@@ -133,7 +137,7 @@ class HttpBackend(Backend):
                     response.headers,
                     body,
                     url=url,
-                    model=self.config.model,
+                    model=self.model_name(),
                     key_hint=self.key_hint(),
                 )
             yield response

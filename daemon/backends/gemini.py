@@ -30,11 +30,11 @@ class GeminiBackend(HttpBackend):
     def auth_headers(self) -> dict[str, str]:
         return {"x-goog-api-key": self.api_key} if self.api_key else {}
 
-    def model(self) -> str:
+    def model_name(self) -> str:
         return (self.config.model or DEFAULT_MODEL).removeprefix("models/")
 
     def endpoint(self, method: str) -> str:
-        return join_url(self.config.url, "/v1beta", f"/models/{self.model()}:{method}")
+        return join_url(self.config.url, "/v1beta", f"/models/{self.model_name()}:{method}")
 
     async def stream(
         self, prompt: FimPrompt, observer: StreamObserver | None = None
@@ -64,7 +64,7 @@ class GeminiBackend(HttpBackend):
                 if "error" in obj:
                     status = int((obj.get("error") or {}).get("code") or 500)
                     raise error_for_status(
-                        self.name, status, {}, event.data.encode(), url=url, model=self.model()
+                        self.name, status, {}, event.data.encode(), url=url, model=self.model_name()
                     )
                 blocked = (obj.get("promptFeedback") or {}).get("blockReason")
                 if blocked:
@@ -92,6 +92,6 @@ class GeminiBackend(HttpBackend):
                 )
 
     async def health(self) -> None:
-        url = join_url(self.config.url, "/v1beta", f"/models/{self.model()}")
+        url = join_url(self.config.url, "/v1beta", f"/models/{self.model_name()}")
         async with self.request("GET", url) as response:
             await response.aread()

@@ -37,6 +37,9 @@ class MistralFimBackend(HttpBackend):
             "key only with https://api.mistral.ai)"
         )
 
+    def model_name(self) -> str:
+        return self.config.model or DEFAULT_MODEL
+
     def endpoint(self) -> str:
         return join_url(self.config.url, "/v1", "/fim/completions")
 
@@ -45,7 +48,7 @@ class MistralFimBackend(HttpBackend):
     ) -> AsyncIterator[str]:
         deadline = self.deadline()
         body: dict[str, Any] = {
-            "model": self.config.model or DEFAULT_MODEL,
+            "model": self.model_name(),
             "prompt": prompt.prefix,
             "suffix": prompt.suffix,
             "max_tokens": self.max_tokens(prompt),

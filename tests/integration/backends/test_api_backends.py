@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from anyfill.daemon.backends.base import FimPrompt
-from anyfill.daemon.errors import AuthError, BadRequest, ConfigError, ServerError
+from anyfill.daemon.errors import AuthError, BadRequest, ConfigError, ModelNotFound, ServerError
 from anyfill.daemon.fim.chat import CHAT_STOP, HOLE
 from tests.integration.backends.helpers import KEY, SEED, Recorder, backend_for, collect
 from tests.servers import SEED_ANSWER, Anthropic, Gemini, MistralFim, OpenAI, Reply
@@ -246,3 +246,11 @@ async def test_gemini_bad_key_400_is_an_auth_error(loopback: StartServer) -> Non
     async with backend_for("gemini", srv.url, api_key="nope", model="gemini-2.5-flash") as be:
         with pytest.raises(AuthError, match="API key not valid"):
             await collect(be)
+
+
+async def test_default_model_is_named_in_errors(loopback: StartServer) -> None:
+    srv = await loopback(MistralFim(Reply(error="not_found")))
+    async with backend_for("mistral-fim", srv.url, api_key=KEY) as be:
+        with pytest.raises(ModelNotFound, match="model 'codestral-latest' not found"):
+            await collect(be)
+    assert srv.requests[0].json()["model"] == "codestral-latest"
