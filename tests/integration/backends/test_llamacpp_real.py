@@ -172,3 +172,27 @@ async def test_cancelling_really_stops_generation(smol: LlamaServer) -> None:
         freed_after = time.monotonic() - closed
     assert freed_after < 3
     assert "cancel task" in smol.log_tail(200)
+
+
+def test_anyfill_complete_against_the_real_server(tiny: LlamaServer, tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    doc = tmp_path / "add.py"
+    doc.write_text("def add(a, b):\n    return <|cursor|>\n\nprint(add(1, 2))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANYFILL_")}
+    env["ANYFILL_CONFIG"] = str(tmp_path / "absent.toml")
+    env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.null.Keyring"
+    run = subprocess.run(
+        [sys.executable, "-m", "anyfill.daemon.cli", "complete", str(doc), "--json",
+         "--type", "llamacpp", "--url", tiny.url, "--max-tokens", "5"],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    info = json.loads(run.stdout)
+    assert info["backend"] == "llamacpp"
+    assert info["mode"] == "native"
+    assert info["raw"]
+    assert info["usage"]["completion_tokens"] == 5
