@@ -100,9 +100,18 @@ class HttpBackend(Backend):
         return int(value) if value is not None else None
 
     def with_options(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The body with the config's ``options`` merged over it (anyfill's own keys left out)."""
-        extra = {k: v for k, v in self.config.options.items() if k not in ANYFILL_OPTIONS}
-        return {**body, **extra}
+        """The body with the config's ``options`` merged over it (anyfill's own keys left
+        out). A table merges into a table of the body (Ollama ``options``, Gemini
+        ``generationConfig``), so setting one field there keeps anyfill's others."""
+        merged = dict(body)
+        for key, value in self.config.options.items():
+            if key in ANYFILL_OPTIONS:
+                continue
+            if isinstance(value, dict) and isinstance(merged.get(key), dict):
+                merged[key] = {**merged[key], **value}
+            else:
+                merged[key] = value
+        return merged
 
     @contextlib.asynccontextmanager
     async def request(

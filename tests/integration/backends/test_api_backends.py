@@ -254,3 +254,14 @@ async def test_default_model_is_named_in_errors(loopback: StartServer) -> None:
         with pytest.raises(ModelNotFound, match="model 'codestral-latest' not found"):
             await collect(be)
     assert srv.requests[0].json()["model"] == "codestral-latest"
+
+
+async def test_gemini_generation_config_option_merges(loopback: StartServer) -> None:
+    srv = await loopback(Gemini())
+    options = {"generationConfig": {"thinkingConfig": {"thinkingBudget": 0}}}
+    async with backend_for("gemini", srv.url, api_key=KEY, options=options) as be:
+        await collect(be)
+    config = srv.requests[0].json()["generationConfig"]
+    assert config["thinkingConfig"] == {"thinkingBudget": 0}
+    assert config["maxOutputTokens"] == 128
+    assert config["stopSequences"] == list(CHAT_STOP)

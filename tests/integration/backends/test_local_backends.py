@@ -245,3 +245,16 @@ async def test_llamacpp_batch_without_a_template_uses_infill_one_by_one(
     assert [r.text for r in results] == [SEED_ANSWER, SEED_ANSWER]
     infills = sorted(r.json()["input_prefix"] for r in srv.requests if r.path == "/infill")
     assert infills == ["a", "c"]
+
+
+async def test_ollama_options_table_merges_with_anyfills(loopback: StartServer) -> None:
+    srv = await loopback(Ollama())
+    options = {"options": {"num_ctx": 8192, "top_k": 20}}
+    async with backend_for(
+        "ollama", srv.url, model="qwen2.5-coder:1.5b-base", max_tokens=33, options=options
+    ) as be:
+        await collect(be, FimPrompt(prefix="a", suffix="b", max_tokens=0))
+    sent = srv.requests[-1].json()["options"]
+    assert sent["num_ctx"] == 8192
+    assert sent["top_k"] == 20
+    assert sent["num_predict"] == 33
