@@ -31,6 +31,8 @@ class FimPrompt:
     prefix: str
     suffix: str
     max_tokens: int = 128
+    """Answer length limit; 0 (what the Engine sends unless asked) means each backend's
+    configured ``max_tokens``."""
     temperature: float = 0.1
     stop: tuple[str, ...] = ()
     single_line: bool = False
