@@ -119,6 +119,19 @@ class Permit:
         self.sent = False
         """Set once the request went out; an unsent permit's budget is refunded."""
 
+    def mark_sent(self, now: float) -> None:
+        """The request goes out now: count it in the windows from this moment.
+
+        Admission and the first byte on the wire can be apart when the event loop is busy
+        (a burst of admitted requests is written one after another); counting from the
+        send keeps every window the *server* sees within the limit. Entries may then sit
+        slightly out of order in the log, which only makes the limiter more careful.
+        """
+        self.sent = True
+        for entry in (self._request_entry, self._token_entry):
+            if entry is not None and now > entry.time:
+                entry.time = now
+
     def correct_tokens(self, actual: int) -> None:
         """The server reported what the request really cost."""
         if self._token_entry is not None and self._limiter.tokens is not None:

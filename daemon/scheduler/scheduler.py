@@ -675,12 +675,13 @@ class Scheduler:
                 outcome = "cooling"
                 raise self._cooling_error(lane)
             ticket.check()
-            permit.sent = True
-            sent = now
+            permit.sent = True  # from here on the attempt counts, even if it fails at once
             timeouts = lane.config.timeouts
             if announce:
                 yield Attempt(lane.name)
                 ticket.check()
+            sent = clock.now()
+            permit.mark_sent(sent)
             stream = lane.backend.stream(prompt, observer)
             first_token_s, total_s = timeouts.first_token_s, timeouts.total_s
             timers.append(
@@ -906,7 +907,7 @@ class Scheduler:
                     member.future.set_exception(error)
                 return
             members = [member for member in members if member.waiting]
-            granted.sent = True
+            granted.mark_sent(now)
             batch.sent = True
             observer = _Observer(lane.health, granted, clock.now)
             total_s = lane.config.timeouts.total_s

@@ -199,3 +199,17 @@ def test_no_sixty_second_window_ever_holds_more_than_the_limit(
     sent = asyncio.run(scenario())
     assert len(sent) == len(gaps)
     assert admitted_times(sent) <= limit
+
+
+async def test_a_request_counts_from_when_it_is_sent_not_admitted() -> None:
+    clock = ManualClock()
+    limiter = Limiter(LimitSpec(requests_per_minute=1), clock)
+    permit = limiter.try_acquire()
+    assert permit is not None
+    await clock.advance(5)  # a busy loop wrote it 5 s after admission
+    permit.mark_sent(clock.now())
+    permit.release()
+    await clock.advance(56)
+    assert limiter.try_acquire() is None, "the server saw it at 5 s: its minute is not over"
+    await clock.advance(4)
+    assert limiter.try_acquire() is not None
