@@ -135,10 +135,16 @@ def worker() -> None:
     _not_yet("worker", "the MQTT issue")
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def bench() -> None:
-    """Measure the request path against a loopback stub (not yet available)."""
-    _not_yet("bench", "issue #5")
+@cli.command()
+@click.argument("which", nargs=-1, type=click.Choice(["p2", "p3", "p4", "p6", "all"]))
+@click.option("--quick", is_flag=True, help="Fewer repetitions: a rough figure, sooner.")
+@click.option("--no-peers", is_flag=True, help="P2 without the openai SDK and LiteLLM.")
+def bench(which: tuple[str, ...], quick: bool, no_peers: bool) -> None:
+    """Measure the request path against a loopback stub: P2 client cost, P3 cancel to
+    socket close, P4 batching, P6 rate limiter (default: all)."""
+    from anyfill.daemon.scheduler.bench import run_benchmarks
+
+    run_benchmarks(which or ("all",), quick=quick, peers=not no_peers, say=click.echo)
 
 
 @cli.command(

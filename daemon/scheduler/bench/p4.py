@@ -10,6 +10,7 @@ The same 32 requests go out one request each (batching off) and batched (priorit
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 from typing import Any
 
@@ -96,8 +97,9 @@ def run(reps: int = 5, say: Say = quiet) -> str:
     ]
     for name, row in rows.items():
         wall = median(row["wall"])
+        sizes = collections.Counter(size for sizes in row["sizes"] for size in sizes)
+        shape = ", ".join(f"{n // len(row['sizes'])} x {size}" for size, n in sorted(sizes.items()))
         lines.append(
-            f"    {name:<18} {wall:8.1f}ms {base / wall:8.2f}x {max(row['requests']):>14}  "
-            f"{row['sizes'][-1]}"
+            f"    {name:<18} {wall:8.1f}ms {base / wall:8.2f}x {max(row['requests']):>14}  {shape}"
         )
     return "\n".join(lines)

@@ -1,0 +1,14 @@
+"""P4: batching 32 concurrent requests to a prompt-list backend.
+
+Same as ``anyfill bench p4``; ``--quick`` for a rough figure sooner.
+Run it when the machine is quiet and repeat it: the figures are ratios measured in one run.
+"""
+
+import sys
+
+from anyfill.daemon.scheduler.bench import run_benchmarks
+
+if __name__ == "__main__":
+    run_benchmarks(
+        ["p4"], quick="--quick" in sys.argv, peers="--no-peers" not in sys.argv, say=print
+    )
