@@ -9,6 +9,7 @@ from the configuration (``--backend`` or the routing chain) or is made on the sp
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -73,7 +74,9 @@ def run_complete(
     stdout: IO[str] | None = None,
 ) -> int:
     """Run the command; usage problems raise ``click.UsageError`` (exit 2)."""
-    stdin = stdin or sys.stdin
+    # Text is read byte-faithfully (no newline translation): a CRLF document gets a middle
+    # with CRLF line ends, ready to splice back.
+    stdin = stdin or io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", newline="")
     stdout = stdout or sys.stdout
     forms = sum(
         [args.document is not None, bool(args.prefix_file or args.suffix_file), bool(args.jsonl)]
@@ -84,7 +87,9 @@ def run_complete(
         )
     settings, chain = _backends(load_settings, args)
     if args.jsonl:
-        lines = _read_text(args.jsonl, stdin, "--jsonl").splitlines()
+        text = _read_text(args.jsonl, stdin, "--jsonl")
+        # Not splitlines(): U+2028 and friends may stand unescaped inside JSON strings.
+        lines = [line.removesuffix("\r") for line in text.split("\n")]
         return asyncio.run(_run_batch(settings, chain, lines, args, stdout))
     context = _single_context(args, settings, stdin)
     completion = asyncio.run(_run_one(settings, chain, context, args))
@@ -176,14 +181,16 @@ def _check_keys(settings: Settings, chain: Sequence[str], *, adhoc: bool) -> Non
 
 
 def _read_text(source: str | Path, stdin: IO[str], what: str) -> str:
-    if str(source) == "-":
-        return stdin.read()
     try:
-        return Path(source).read_text("utf-8")
+        if str(source) == "-":
+            return stdin.read()
+        with Path(source).open(encoding="utf-8", newline="") as file:
+            return file.read()
     except FileNotFoundError:
         raise click.UsageError(f"{what}: no such file: {source}") from None
     except UnicodeDecodeError:
-        raise click.UsageError(f"{what}: {source} is not UTF-8 text") from None
+        shown = "standard input" if str(source) == "-" else source
+        raise click.UsageError(f"{what}: {shown} is not UTF-8 text") from None
     except OSError as exc:
         raise click.UsageError(f"{what}: cannot read {source}: {exc.strerror}") from None
 

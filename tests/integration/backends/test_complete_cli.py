@@ -292,3 +292,29 @@ async def test_configured_backend_without_its_key(env: dict[str, str], tmp_path:
     assert "backend 'claude' needs an API key" in run.err
     assert "anyfill config set-key claude" in run.err
     assert "ANTHROPIC_API_KEY" in run.err
+
+
+async def test_crlf_document_is_read_and_answered_byte_for_byte(
+    loopback: StartServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    srv = await loopback(LlamaCpp(default=Reply(text="    x = 1\r\n    y = 2")))
+    doc = tmp_path / "win.py"
+    doc.write_bytes(b"def f():\r\n<|cursor|>\r\n\r\nf()\r\n")
+    run = await anyfill(env, str(doc), "--type", "llamacpp", "--url", srv.url)
+    assert run.code == 0, run.err
+    body = srv.requests[0].json()
+    assert body["input_prefix"] == "def f():\r\n"
+    assert body["input_suffix"] == "\r\n\r\nf()\r\n"
+    assert "\r\n" in run.out
+    assert "\r\r" not in run.out
+
+
+async def test_jsonl_strings_may_hold_line_separators(
+    loopback: StartServer, env: dict[str, str]
+) -> None:
+    srv = await loopback(Ollama())
+    line = json.dumps({"id": 1, "prefix": "a\u2028b = ", "suffix": ""}, ensure_ascii=False)
+    run = await anyfill(env, "--jsonl", "-", *OLLAMA, "--url", srv.url, stdin=line + "\r\n")
+    assert run.code == 0, run.out
+    assert json.loads(run.out)["error"] is None
+    assert srv.requests[-1].json()["prompt"] == "a\u2028b = "
