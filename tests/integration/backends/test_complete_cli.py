@@ -318,3 +318,11 @@ async def test_jsonl_strings_may_hold_line_separators(
     assert run.code == 0, run.out
     assert json.loads(run.out)["error"] is None
     assert srv.requests[-1].json()["prompt"] == "a\u2028b = "
+
+
+async def test_non_utf8_document_is_a_usage_error(env: dict[str, str], tmp_path: Path) -> None:
+    doc = tmp_path / "latin1.txt"
+    doc.write_bytes("caf\xe9 <|cursor|>".encode("latin-1"))
+    run = await anyfill(env, str(doc), "--type", "llamacpp", "--url", "http://127.0.0.1:9")
+    assert run.code == 2
+    assert "is not UTF-8 text" in run.err
