@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -30,7 +31,10 @@ from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
 from tests.servers.script import Reply
 
-pytestmark = pytest.mark.desktop
+pytestmark = [
+    pytest.mark.desktop,
+    pytest.mark.skipif(shutil.which("mousepad") is None, reason="needs mousepad (Debian)"),
+]
 _tags = itertools.count(1)
 
 
