@@ -1,8 +1,9 @@
 """Hypothesis strategies for documents with a hole, and the predicates that say a hole is ambiguous.
 
-Documents are code-like (indented lines of balanced expressions, string literals, comments)
-or prose-like (sentences with non-ASCII words and apostrophes). Every line of a code document
-is balanced on its own, so the true document never misleads the bracket/quote check.
+Documents are code-like (indented lines of balanced expressions, string literals, comments,
+calls spread over several lines) or prose-like (sentences with non-ASCII words and
+apostrophes). A code document's brackets and quotes are balanced as a whole, so the true
+document never misleads the bracket/quote check.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def _combine(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
     )
 
 
-expressions = st.recursive(atoms, _combine, max_leaves=8)
+expressions = st.recursive(atoms, _combine, max_leaves=6)
 
 code_statements = st.one_of(
     st.tuples(identifiers, expressions).map(lambda t: f"{t[0]} = {t[1]}"),
@@ -113,10 +114,17 @@ code_statements = st.one_of(
     ),
     st.just(""),
 )
-code_lines = st.tuples(st.sampled_from(["", "    ", "        ", "\t"]), code_statements).map(
-    lambda t: t[0] + t[1] if t[1] else ""
+# A call or literal spread over several lines: brackets balanced only across lines.
+multi_line_calls = st.tuples(
+    identifiers, st.sampled_from(["()", "[]", "{}"]), st.lists(expressions, min_size=1, max_size=3)
+).map(lambda t: f"{t[0]} = {t[1][0]}\n" + "".join(f"    {a},\n" for a in t[2]) + t[1][1])
+code_lines = st.one_of(
+    st.tuples(st.sampled_from(["", "    ", "        ", "\t"]), code_statements).map(
+        lambda t: t[0] + t[1] if t[1] else ""
+    ),
+    multi_line_calls,
 )
-code_documents = st.lists(code_lines, min_size=1, max_size=12).map("\n".join)
+code_documents = st.lists(code_lines, min_size=1, max_size=10).map("\n".join)
 
 sentences = st.tuples(
     st.lists(st.sampled_from(_PROSE_WORDS + _PROSE_UNICODE), min_size=1, max_size=10),
