@@ -8,7 +8,8 @@
 2. drop an echo of the text before the caret (the current line, or the whole document);
 3. in single-line mode keep the first line;
 4. drop the end that repeats the start of the suffix (bracket/quote balance decides);
-5. cut where the answer starts writing the lines that already follow the caret.
+5. cut where the answer starts writing the lines that already follow the caret;
+6. keep one round of a line or block that the answer repeats to its end (a runaway loop).
 
 Every rule compares with the document exactly and fires only on unmistakable patterns, so
 an answer that is already clean comes back unchanged.
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from anyfill.daemon.fim.overlap import trim_following_lines, trim_prefix_echo, trim_suffix_echo
+from anyfill.daemon.fim.repetition import trim_repetition
 from anyfill.daemon.fim.templates import ALL_SPECIAL_TOKENS
 from anyfill.daemon.fim.textfix import (
     cut_at_tokens,
@@ -70,7 +72,8 @@ def clean(
     # An exact echo of the suffix's start is the more precise reading, so it goes first:
     # "the" before "the.\nthe." is the suffix again, not a start of its second line.
     text = trim_suffix_echo(text, prefix, suffix)
-    return trim_following_lines(text, prefix, suffix)
+    text = trim_following_lines(text, prefix, suffix)
+    return trim_repetition(text)
 
 
 _ONE_LINE_STARTS = re.compile(r"[ \t]*(?:#|//|--\s|[-*>]\s|\d+[.)]\s)")

@@ -262,10 +262,18 @@ def _agrees(rest: str, following: str) -> bool:
     )
 
 
+def repeats_a_line(text: str) -> bool:
+    """A line with letters or digits occurs four or more times: ``text`` could be read as a
+    runaway loop. (Broader than the cleaner's rule, which wants the repeats at the end.)"""
+    lines = [line for line in text.split("\n") if _has_letters(line)]
+    return any(lines.count(line) >= 4 for line in set(lines))
+
+
 def unambiguous(hole: Hole) -> bool:
     """The true middle does not itself look like one of the faults the cleaner removes."""
     return not (
         ends_with_suffix_start(hole.middle, hole.suffix)
         or starts_with_prefix_text(hole.middle, hole.prefix)
         or copies_following_lines(hole.middle, hole)
+        or repeats_a_line(hole.middle)
     )

@@ -224,3 +224,21 @@ def test_chat_style_rewrite_of_the_line_in_a_fence(
     if stop:
         answer += "<|im_end|>\n<|im_start|>user"
     assert clean(answer, hole.prefix, hole.suffix) == hole.middle
+
+
+@EXAMPLES
+@given(unambiguous_holes, st.integers(min_value=1, max_value=3), st.integers(5, 9), st.data())
+def test_runaway_repetition_is_cut_to_one_round(
+    hole: Hole, period: int, rounds: int, data: st.DataObject
+) -> None:
+    """The model repeats the middle's last lines until its token limit (maybe mid-line)."""
+    lines = hole.middle.split("\n")
+    assume(len(lines) >= period)
+    block = lines[len(lines) - period :]
+    assume(any(c.isalnum() for line in block for c in line))
+    loop = "".join("\n" + "\n".join(block) for _ in range(rounds))
+    cut = data.draw(st.integers(min_value=0, max_value=len(block[0])), label="last line cut")
+    answer = hole.middle + loop + ("\n" + block[0][:cut] if cut else "")
+    # The loop must not also read as the lines that follow the caret.
+    assume(not copies_following_lines(answer, hole))
+    assert clean(answer, hole.prefix, hole.suffix) == hole.middle

@@ -187,3 +187,16 @@ def test_wants_single_line_settings() -> None:
 )
 def test_imbalance(text: str, errors: int) -> None:
     assert imbalance(text) == errors
+
+
+@pytest.mark.parametrize(
+    ("raw", "middle"),
+    [
+        ("x = 1\nfoo()\nfoo()\nfoo()\nfoo()\nfoo()\nfo", "x = 1\nfoo()"),
+        ("a\nb()\nc()\nb()\nc()\nb()\nc()\nb()\nc()\nb(", "a\nb()\nc()"),
+        ("a()\na()\na()\na()", "a()\na()\na()\na()"),  # four times: could be meant
+        ("f(\n}\n}\n}\n}\n}\n}", "f(\n}\n}\n}\n}\n}\n}"),  # closers may pile up
+    ],
+)
+def test_runaway_repetition(raw: str, middle: str) -> None:
+    assert clean(raw, "def f():\n", "") == middle
