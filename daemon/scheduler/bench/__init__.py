@@ -26,7 +26,7 @@ def run_benchmarks(
             from anyfill.daemon.scheduler.bench import p2
 
             if quick:
-                report = p2.run(reps=1, c1_requests=100, c32_requests=320, peers=peers, say=say)
+                report = p2.run(reps=3, c1_requests=40, c32_requests=128, peers=peers, say=say)
             else:
                 report = p2.run(peers=peers, say=say)
         elif name == "p3":

@@ -267,39 +267,47 @@ def available_clients(peers: bool, say: Say) -> list[Callable[[], BenchClient]]:
 async def run_async(
     reps: int, c1_requests: int, c32_requests: int, peers: bool, say: Say
 ) -> dict[str, dict[str, list[float]]]:
+    """Every client opened once, then ``reps`` rounds in a shuffled order each: short
+    interleaved rounds let slow drifts of a shared machine hit every client alike."""
     results: dict[str, dict[str, list[float]]] = {}
-    makers = available_clients(peers, say)
     with stub() as server:
-        for rep in range(reps):
-            order = list(makers)
-            random.Random(rep).shuffle(order)
-            for make in order:
-                client = make()
-                try:
-                    await client.open(server.url)
-                    await measure(client, 20, 4)  # warm: connections, imports, caches
+        clients: list[BenchClient] = []
+        for make in available_clients(peers, say):
+            client = make()
+            try:
+                await client.open(server.url)
+                await measure(client, 30, 4)  # warm: connections, imports, caches
+            except Exception as exc:  # noqa: BLE001 - one client failing must not hide the rest
+                say(f"  {client.name}: cannot run: {type(exc).__name__}: {exc}")
+                await client.close()
+                continue
+            clients.append(client)
+        try:
+            for rep in range(reps):
+                order = list(clients)
+                random.Random(rep).shuffle(order)
+                for client in order:
                     c1 = await measure(client, c1_requests, 1)
                     c32 = await measure(client, c32_requests, CONCURRENCY)
-                except Exception as exc:  # noqa: BLE001 - one client failing must not hide the rest
-                    say(f"  {client.name}: failed: {type(exc).__name__}: {exc}")
-                    continue
-                finally:
-                    await client.close()
-                row = results.setdefault(client.name, {})
-                row.setdefault("c1_p50_ms", []).append(quantile(c1.latencies, 0.5) * 1e3)
-                row.setdefault("c1_cpu_ms", []).append(c1.cpu_per_request * 1e3)
-                row.setdefault("c32_rps", []).append(c32.throughput)
-                row.setdefault("c32_cpu_ms", []).append(c32.cpu_per_request * 1e3)
-            say(f"  repetition {rep + 1}/{reps} done")
+                    row = results.setdefault(client.name, {})
+                    row.setdefault("c1_p50_ms", []).append(quantile(c1.latencies, 0.5) * 1e3)
+                    row.setdefault("c1_cpu_ms", []).append(c1.cpu_per_request * 1e3)
+                    row.setdefault("c32_rps", []).append(c32.throughput)
+                    row.setdefault("c32_cpu_ms", []).append(c32.cpu_per_request * 1e3)
+                say(f"  round {rep + 1}/{reps} done")
+        finally:
+            for client in clients:
+                await client.close()
     return results
 
 
 def report(results: dict[str, dict[str, list[float]]], baseline: str = "aiohttp (raw)") -> str:
+    """Medians of the figures, and medians of the per-round ratios to ``baseline``."""
     base = results.get(baseline)
     lines = [
         "P2: client cost per streamed FIM request (loopback stub in another process)",
         f"    machine: {machine()}",
-        "    medians over repetitions; (x) = ratio to raw aiohttp in the same run",
+        "    medians over rounds; (x) = median of per-round ratios to raw aiohttp",
         f"    {'client':<24} {'c=1 p50':>16} {'c=1 CPU/req':>18} "
         f"{'c=32 req/s':>18} {'c=32 CPU/req':>18}",
     ]
@@ -312,16 +320,20 @@ def report(results: dict[str, dict[str, list[float]]], baseline: str = "aiohttp 
             ("c32_cpu_ms", "ms"),
         ):
             value = median(row[key])
-            ratio = value / median(base[key]) if base and key in base else float("nan")
+            ratio = (
+                median([mine / theirs for mine, theirs in zip(row[key], base[key], strict=True)])
+                if base and key in base
+                else float("nan")
+            )
             cells.append(f"{value:8.2f}{unit:<2} ({ratio:4.2f}x)")
         lines.append(f"    {name:<24} " + " ".join(f"{c:>18}" for c in cells))
     return "\n".join(lines)
 
 
 def run(
-    reps: int = 5,
-    c1_requests: int = 300,
-    c32_requests: int = 960,
+    reps: int = 10,
+    c1_requests: int = 60,
+    c32_requests: int = 192,
     peers: bool = True,
     say: Say = quiet,
 ) -> str:
