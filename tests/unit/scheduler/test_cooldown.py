@@ -26,3 +26,17 @@ def test_a_shorter_cooldown_never_shortens_a_longer_one() -> None:
     health.fail(1.0, ServerError("a", "boom"), 2.0)
     assert health.cooling_until == 60.0
     assert health.kind == "rate_limited"
+
+
+def test_soft_cooldown_ends_on_success_but_a_hard_one_lasts() -> None:
+    health = Health()
+    health.fail(0.0, ServerError("a", "500"), None)
+    assert health.cooling(1.0)
+    assert not health.blocked(1.0)
+    health.succeed()
+    assert not health.cooling(1.0)
+    health.fail(0.0, ServerError("a", "503"), 10.0)  # the server said how long
+    assert health.blocked(1.0)
+    health.succeed()
+    assert health.blocked(9.9)
+    assert not health.blocked(10.0)

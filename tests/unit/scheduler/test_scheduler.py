@@ -579,3 +579,23 @@ async def test_soft_cooldown_moves_a_backend_last_but_still_asks_it(clock: Manua
         # a cools softly again and b is healthy: b goes first now.
         assert text_of(await collect(scheduler, request("r4"), prefix="4")) == "b"
     assert [len(a.calls), len(b.calls)] == [3, 3]
+
+
+async def test_tokens_today_start_over_on_a_new_day(clock: ManualClock) -> None:
+    import datetime as dt
+
+    from anyfill.daemon.scheduler.metrics import Metrics
+
+    day = [dt.date(2026, 11, 30)]
+    metrics = Metrics(clock, prices={"p": Price(input_per_mtok=1.0)}, today=lambda: day[0])
+    event = AttemptFinished("r1", "p", "ok", prompt_tokens=1000, cost=0.001)
+    metrics.record(event)
+    metrics.record(event)
+    assert metrics.summary("p").prompt_tokens_today == 2000
+    day[0] = dt.date(2026, 12, 1)
+    assert metrics.summary("p").prompt_tokens_today == 0
+    metrics.record(event)
+    summary = metrics.summary("p")
+    assert summary.prompt_tokens_today == 1000
+    assert summary.cost_today == pytest.approx(0.001)
+    assert summary.requests == 3
