@@ -344,9 +344,14 @@ class Scheduler:
                     yield Finished(Usage())
                     return
             if self.routing.hedge_after_ms > 0 and len(lanes) > 1:
-                async with aclosing(hedged(self, ticket, lanes, prompt)) as events:
-                    async for event in events:
-                        yield event
+                try:
+                    async with aclosing(hedged(self, ticket, lanes, prompt)) as events:
+                        async for event in events:
+                            yield event
+                except BackendError as error:
+                    if chain_end is not None and falls_back(error) and self.routing.fallback:
+                        raise chain_end from error
+                    raise
                 return
             failures: list[BackendError] = []
             for lane in self._by_health(request, lanes, failures):

@@ -599,3 +599,27 @@ async def test_tokens_today_start_over_on_a_new_day(clock: ManualClock) -> None:
     assert summary.prompt_tokens_today == 1000
     assert summary.cost_today == pytest.approx(0.001)
     assert summary.requests == 3
+
+
+@pytest.mark.parametrize("hedge_ms", [0, 100])
+async def test_a_backend_that_could_not_be_built_ends_the_chain_with_its_error(
+    clock: ManualClock, hedge_ms: int
+) -> None:
+    from anyfill.daemon.errors import NeedsKeyError
+
+    local = FakeBackend("local", clock, url="http://127.0.0.1:1")
+    spare = FakeBackend("spare", clock, url="http://127.0.0.1:2")
+    local.script.append(Reply(error=ServerError("local", "500")))
+    missing = NeedsKeyError("backend 'cloud' needs an API key: anyfill config set-key cloud")
+    routing = RoutingConfig(default=["local", "spare"], hedge_after_ms=hedge_ms)
+    async with Scheduler(
+        [local, spare], routing, clock=clock, unusable={"cloud": missing}
+    ) as scheduler:
+        with pytest.raises(NeedsKeyError) as info:
+            await collect(scheduler, request("r1", backends=("cloud",)))
+        assert info.value is missing
+        spare.script.append(Reply(error=ServerError("spare", "502")))
+        with pytest.raises(NeedsKeyError):
+            await collect(scheduler, request("r2", backends=("local", "spare", "cloud")))
+    assert len(local.calls) == 1
+    assert len(spare.calls) == 1
