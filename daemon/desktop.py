@@ -58,6 +58,8 @@ class Offer:
     """Our ownership of a clipboard: who fetched it, and whether someone took it over."""
 
     snapshot: ClipSnapshot
+    stamp: int = 0
+    """The platform's timestamp of the ownership (X server time), for ``restore``."""
     fetches: int = 0
     last_fetch: float = 0.0
     fetched: asyncio.Event = field(default_factory=asyncio.Event)
@@ -121,8 +123,15 @@ class Clipboard(Protocol):
         """
         ...
 
-    async def restore(self, which: Which, snapshot: ClipSnapshot) -> None:
-        """Put ``snapshot`` back (an empty one clears the clipboard)."""
+    async def restore(
+        self, which: Which, snapshot: ClipSnapshot, as_of: Offer | None = None
+    ) -> None:
+        """Put ``snapshot`` back (an empty one clears the clipboard).
+
+        ``as_of``: restore as of the moment that offer was made, so that any program
+        that took the selection after it, even late, stays the owner and stays visible
+        (an application that handles our select keys late claims PRIMARY late).
+        """
         ...
 
     def current_offer(self, which: Which) -> Offer | None:
@@ -130,6 +139,11 @@ class Clipboard(Protocol):
         ...
 
     async def read_text(self, which: Which, timeout_s: float) -> str | None: ...
+
+    async def reclaim(self, which: Which, window_id: int) -> bool:
+        """If the program owning ``window_id`` took ``which`` from our last offer, offer
+        that content again (a copy key we sent, handled late, replaced the user's data)."""
+        ...
 
     def owned_by_program_of(self, which: Which, window_id: int) -> bool:
         """True when the program owning ``window_id`` currently owns ``which``."""

@@ -24,7 +24,8 @@ exceptions (httpx, OS, keyring, pydantic) are mapped to these at the boundary wi
     ├── CaptureError                  the text around the caret could not be read
     │   └── SecureField               the caret is in a password field: never read it
     ├── InsertError                   the completion could not be inserted
-    │   └── FocusChanged              the focused window is not the captured one
+    │   ├── FocusChanged              the focused window is not the captured one
+    │   └── SelectionAppeared         text got selected in the target after capture
     └── BusError                      MQTT broker problems
 
 ``retryable`` tells the scheduler whether to cool the backend down and fall back
@@ -52,6 +53,7 @@ __all__ = [
     "RateLimited",
     "RequestDropped",
     "SecureField",
+    "SelectionAppeared",
     "ServerError",
     "UnsupportedFeature",
 ]
@@ -173,6 +175,10 @@ class InsertError(AnyfillError):
 
 class FocusChanged(InsertError):
     pass
+
+
+class SelectionAppeared(InsertError):
+    """Text became selected in the target after capture; a paste would replace it."""
 
 
 class BusError(AnyfillError):

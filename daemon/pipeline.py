@@ -22,7 +22,7 @@ from anyfill.daemon import apprules
 from anyfill.daemon.capture.base import Captured, Strategy, capture
 from anyfill.daemon.completion import Completer, Completion, CompletionRequest
 from anyfill.daemon.desktop import ClipSnapshot, Desktop, Target
-from anyfill.daemon.errors import AnyfillError, FocusChanged, SecureField
+from anyfill.daemon.errors import AnyfillError, FocusChanged, SecureField, SelectionAppeared
 from anyfill.daemon.hotkeys import Action
 from anyfill.daemon.inject.inserter import Inserter
 from anyfill.daemon.log import Private
@@ -144,7 +144,11 @@ class Pipeline:
             log.info("no preview window in headless mode; inserting directly")
         try:
             captured = await _uninterrupted(capture(target, app, self._strategies))
-            theirs = desktop.clipboard.owned_by_program_of("primary", target.window_id)
+            # Keyboard capture always hands PRIMARY back; other strategies leave it alone,
+            # and a PRIMARY the app already owned cannot reveal a new selection.
+            theirs = captured.context.method != "keyboard" and (
+                desktop.clipboard.owned_by_program_of("primary", target.window_id)
+            )
             request = CompletionRequest(context=captured.context)
             self._request_id = request.id
             log.debug(
@@ -194,6 +198,10 @@ class Pipeline:
             )
         except FocusChanged as exc:
             return Outcome(action, "kept", str(exc), target.app, middle, ms=_ms(started))
+        except SelectionAppeared as exc:
+            # Usually our own select/copy keys handled late: the copy took the clipboard.
+            await self._desktop.clipboard.reclaim("clipboard", target.window_id)
+            return Outcome(action, "failed", str(exc), target.app, middle, ms=_ms(started))
         except AnyfillError as exc:
             return Outcome(action, "failed", str(exc), target.app, middle, ms=_ms(started))
         return Outcome(action, "inserted", "", target.app, middle, method, _ms(started))

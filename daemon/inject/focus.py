@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from anyfill.daemon.desktop import Clipboard, Windows
-from anyfill.daemon.errors import FocusChanged, InsertError
+from anyfill.daemon.errors import FocusChanged, SelectionAppeared
 
 
 def ensure_focus(windows: Windows, window_id: int) -> None:
@@ -24,7 +24,7 @@ def ensure_no_new_selection(clipboard: Clipboard, window_id: int) -> None:
     slow application made late during capture, would be lost.
     """
     if clipboard.owned_by_program_of("primary", window_id):
-        raise InsertError(
+        raise SelectionAppeared(
             "text became selected in the target after the capture; not pasting over it "
             "(the completion was kept)"
         )

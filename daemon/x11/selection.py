@@ -67,6 +67,8 @@ class X11Clipboard:
         self._notify: dict[int, asyncio.Future[Any]] = {}
         self._prop_waiters: dict[tuple[int, int], asyncio.Queue[Any]] = {}
         self._outgoing: dict[tuple[int, int], _Outgoing] = {}
+        self._taken: dict[int, _State] = {}
+        """Per selection, our last offer that another program took over."""
         self._props = 0
         conn.on(X.SelectionRequest, self._on_request)
         conn.on(X.SelectionClear, self._on_clear)
@@ -118,25 +120,36 @@ class X11Clipboard:
         return ClipSnapshot(items)
 
     async def offer(self, which: Which, snapshot: ClipSnapshot, reader: int | None = None) -> Offer:
-        selection = self._conn.atom(_NAMES[which])
-        timestamp = await self._conn.server_time()
-        client = None if reader is None else self._client(reader)
-        state = _State(Offer(snapshot), since=timestamp, reader=client)
-        self._conn.window.set_selection_owner(selection, timestamp)
-        owner = self._conn.display.get_selection_owner(selection)
-        if getattr(owner, "id", 0) != self._conn.window.id:
+        state = await self._claim(which, snapshot, reader, None)
+        if state is None:
             from anyfill.daemon.errors import InsertError
 
             raise InsertError(f"could not take the {_NAMES[which]} selection")
-        old = self._owned.get(selection)
-        if old is not None:
-            old.offer.lost.set()  # replaced by our own newer offer
-        self._owned[selection] = state
         return state.offer
 
-    async def restore(self, which: Which, snapshot: ClipSnapshot) -> None:
+    async def _claim(
+        self, which: Which, snapshot: ClipSnapshot, reader: int | None, at: int | None
+    ) -> _State | None:
+        """Own ``which`` as of server time ``at`` (now when None); None if the server
+        kept a newer owner (it ignores a claim older than the last change)."""
+        selection = self._conn.atom(_NAMES[which])
+        timestamp = at if at is not None else await self._conn.server_time()
+        client = None if reader is None else self._client(reader)
+        state = _State(Offer(snapshot, stamp=timestamp), since=timestamp, reader=client)
+        self._conn.window.set_selection_owner(selection, timestamp)
+        owner = self._conn.display.get_selection_owner(selection)
+        if getattr(owner, "id", 0) != self._conn.window.id:
+            return None
+        self._owned[selection] = state
+        return state
+
+    async def restore(
+        self, which: Which, snapshot: ClipSnapshot, as_of: Offer | None = None
+    ) -> None:
+        at = as_of.stamp if as_of is not None and as_of.stamp else None
         if not snapshot.empty:
-            await self.offer(which, snapshot)
+            if await self._claim(which, snapshot, None, at) is None:
+                log.info("%s changed hands after the capture; not restoring it", _NAMES[which])
             return
         # It had no owner: whoever holds it now (the app we copied from) lets go.
         from Xlib import X
@@ -147,7 +160,7 @@ class X11Clipboard:
             display=self._conn.display.display,
             window=X.NONE,
             selection=selection,
-            time=await self._conn.server_time(),
+            time=at if at is not None else await self._conn.server_time(),
         )
         state = self._owned.pop(selection, None)
         if state is not None:
@@ -204,6 +217,14 @@ class X11Clipboard:
     def _client(self, window_id: int) -> int:
         """The X client a resource belongs to: ids share the bits outside the id mask."""
         return window_id & ~int(self._conn.display.display.info.resource_id_mask)
+
+    async def reclaim(self, which: Which, window_id: int) -> bool:
+        selection = self._conn.atom(_NAMES[which])
+        taken = self._taken.get(selection)
+        if taken is None or not self.owned_by_program_of(which, window_id):
+            return False
+        log.info("taking %s back from the target's late copy", _NAMES[which])
+        return await self._claim(which, taken.offer.snapshot, None, None) is not None
 
     def owned_by_program_of(self, which: Which, window_id: int) -> bool:
         owner = self._conn.display.get_selection_owner(self._conn.atom(_NAMES[which]))
@@ -300,10 +321,17 @@ class X11Clipboard:
             self._send_next_chunk(key, outgoing)
 
     def _on_clear(self, event: Any) -> None:
-        state = self._owned.pop(event.atom, None)
-        if state is not None:
-            log.debug("%s taken over by another program", self._conn.atom_name(event.atom))
-            state.offer.lost.set()
+        from Xlib import X
+
+        state = self._owned.get(event.atom)
+        if state is None:
+            return
+        if event.time != X.CurrentTime and event.time < state.since:
+            return  # about an older offer of ours that a newer one replaced
+        del self._owned[event.atom]
+        self._taken[event.atom] = state
+        log.debug("%s taken over by another program", self._conn.atom_name(event.atom))
+        state.offer.lost.set()
 
     def _on_request(self, event: Any) -> None:
         from Xlib import X

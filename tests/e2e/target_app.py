@@ -4,6 +4,7 @@ The test drives it over a local socket, one JSON object per line:
 ``{"cmd": "state"}`` -> text, caret, anchor, clipboard and PRIMARY as the app sees them;
 ``{"cmd": "set", "text": ..., "caret": ...}`` -> replace the document, place the caret;
 ``{"cmd": "copy_rich", "text": ..., "html": ...}`` -> put several formats on the clipboard;
+``{"cmd": "stall", "key": "Key_End", "ms": 300}`` -> freeze once on that key (load);
 ``{"cmd": "changed"}`` -> ``time.monotonic()`` of the last text change (the clock is
 system-wide, so a benchmark can compare it with its own); ``{"cmd": "quit"}``.
 The first line it answers is ``{"wid": <X window id>}``.
@@ -31,6 +32,8 @@ class KeyLog(QObject):
     def __init__(self) -> None:
         super().__init__()
         self.presses: list[str] = []
+        self.stall: tuple[str, float] | None = None
+        """(key name, seconds): freeze once on that key, like an app under heavy load."""
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if event.type() == QEvent.Type.KeyPress:
@@ -46,6 +49,9 @@ class KeyLog(QObject):
             ]
             key = Qt.Key(event.key()).name  # type: ignore[attr-defined]
             self.presses.append("+".join([*names, key]))
+            if self.stall is not None and self.stall[0] == key:
+                time.sleep(self.stall[1])
+                self.stall = None
         return False
 
 
@@ -133,6 +139,9 @@ class Target:
             mime.setHtml(request["html"])
             mime.setData("application/x-anyfill-test", request["text"].encode()[::-1])
             QGuiApplication.clipboard().setMimeData(mime, QClipboard.Mode.Clipboard)
+            return {"ok": True}
+        if cmd == "stall":
+            self.keys.stall = (request["key"], request["ms"] / 1000)
             return {"ok": True}
         if cmd == "changed":
             return {"at": self.changed_at, "text": self.editor.toPlainText()}

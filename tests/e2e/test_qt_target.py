@@ -408,3 +408,24 @@ def test_keys_held_too_long_send_nothing(
     sent = [key for key in state["keys"] if not key.endswith(MODIFIER_KEYS)]
     assert (state["text"], sent) == (text, [])
     assert len(infill(llama[1])) == before
+
+
+def test_an_app_that_selects_late_never_loses_text(
+    x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    """The app freezes on the suffix selection key for longer than anyfill waits before
+    deciding "nothing after the caret", and selects the suffix late (before the backend
+    answers). Pasting would replace that selection: nothing may be pasted."""
+    text = unique("Hello world")
+    prepare(x, qt, text, 6)
+    llama[0].queue.clear()
+    llama[0].push(Reply(text="big ", delay_s=0.6))
+    qt.call(cmd="stall", key="Key_End", ms=150)
+
+    outcome = press(x, daemon)
+
+    assert outcome.status == "failed", outcome
+    assert "selected" in outcome.reason
+    state = qt.state()
+    assert state["text"] == text  # the suffix is still there
+    assert x.get_clipboard() == USER_CLIP

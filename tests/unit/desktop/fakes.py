@@ -34,7 +34,9 @@ class FakeClipboard:
         self.offers[which] = Offer(snapshot)
         return self.offers[which]
 
-    async def restore(self, which: Which, snapshot: ClipSnapshot) -> None:
+    async def restore(
+        self, which: Which, snapshot: ClipSnapshot, as_of: Offer | None = None
+    ) -> None:
         await self.offer(which, snapshot)
 
     def current_offer(self, which: Which) -> Offer | None:
@@ -42,6 +44,9 @@ class FakeClipboard:
 
     async def read_text(self, which: Which, timeout_s: float) -> str | None:
         return self.data[which].text()
+
+    async def reclaim(self, which: Which, window_id: int) -> bool:
+        return False
 
     def owned_by_program_of(self, which: Which, window_id: int) -> bool:
         return which == "primary" and self.app_owns_primary
