@@ -65,6 +65,9 @@ async def paste(
                 f"the application did not fetch the pasted text within {restore_timeout_s:.1f} s"
                 f" (paste keys {paste_keys})"
             )
+        log.debug(
+            "the app fetched the paste %d time(s), first after %.1f ms", offer.fetches, first_ms
+        )
         return PasteResult(offer.fetches, first_ms, restored=restore and not offer.lost.is_set())
     finally:
         if saved is not None:
