@@ -623,3 +623,33 @@ async def test_a_backend_that_could_not_be_built_ends_the_chain_with_its_error(
             await collect(scheduler, request("r2", backends=("local", "spare", "cloud")))
     assert len(local.calls) == 1
     assert len(spare.calls) == 1
+
+
+async def test_backends_with_the_same_key_and_url_share_one_limiter(clock: ManualClock) -> None:
+    # Two routes to one quota (e.g. /infill and /v1/completions of one llama-server).
+    a = FakeBackend(
+        "a",
+        clock,
+        url="http://127.0.0.1:5",
+        api_key="k",
+        limits=Limits(max_concurrent=1),
+        default=Reply(first_delay=1),
+    )
+    twin = FakeBackend(
+        "twin",
+        clock,
+        url="http://127.0.0.1:5",
+        api_key="k",
+        limits=Limits(max_concurrent=4),
+        default=Reply(first_delay=1),
+    )
+    async with Scheduler([a, twin], RoutingConfig(default=["a"]), clock=clock) as scheduler:
+        first = start(scheduler, request("r1", target="x"))
+        await clock.settle()
+        second = start(scheduler, request("r2", target="y", backends=("twin",)))
+        await clock.advance(0.5)
+        assert twin.calls == [], "the stricter max_concurrent of the shared quota applies"
+        await clock.advance(1)
+        assert len(twin.calls) == 1
+        await clock.advance(1)
+        await asyncio.gather(first, second)
