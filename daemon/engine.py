@@ -24,6 +24,7 @@ from anyfill.daemon.backends.base import Backend, FimPrompt, Plan, Usage
 from anyfill.daemon.backends.common import closing_stream
 from anyfill.daemon.backends.http import make_client
 from anyfill.daemon.backends.registry import create_backend
+from anyfill.daemon.bus import EventBus
 from anyfill.daemon.completion import (
     Attempt,
     Completion,
@@ -80,8 +81,11 @@ class Engine:
         *,
         backends: Mapping[str, Backend] | None = None,
         environ: Mapping[str, str] | None = None,
+        bus: EventBus | None = None,
     ) -> None:
         self.settings = settings
+        self.bus = bus
+        """Where the default scheduler publishes its metrics and cooldowns (tray, MQTT)."""
         self._dispatcher_arg = dispatcher
         self._given_backends = backends
         self._environ = os.environ if environ is None else environ
@@ -113,7 +117,7 @@ class Engine:
             from anyfill.daemon.scheduler import build_scheduler
 
             self._owned_scheduler = build_scheduler(
-                self.backends, self.settings, unusable=self.unusable
+                self.backends, self.settings, unusable=self.unusable, bus=self.bus
             )
             self._dispatcher = self._owned_scheduler
         elif callable(arg) and not hasattr(arg, "dispatch"):

@@ -74,3 +74,30 @@ async def test_connection_is_reused_after_a_complete_answer(loopback: StartServe
             assert events
     assert [r.connection for r in server.requests] == [1, 1, 1]
     assert server.disconnects == []
+
+
+async def test_the_engine_uses_the_scheduler_and_publishes_its_metrics(
+    loopback: StartServer,
+) -> None:
+    from anyfill.config.model import Settings
+    from anyfill.daemon.bus import EventBus
+    from anyfill.daemon.engine import Engine
+    from anyfill.daemon.scheduler import Scheduler
+    from anyfill.daemon.scheduler.events import AttemptFinished
+
+    server = await loopback(OpenAI(ENDLESS, default=Reply(text="x + 1")))
+    settings = Settings(backends=[openai_config("vllm", server.url)], routing={"default": ["vllm"]})
+    bus = EventBus()
+    attempts = bus.subscribe(AttemptFinished)
+    async with Engine(settings, bus=bus) as engine:
+        assert isinstance(engine.dispatcher, Scheduler)
+        old = asyncio.create_task(engine.complete(request("r1")))
+        await server.wait_for(lambda: len(server.requests) == 1)
+        await asyncio.sleep(0.05)  # let a few chunks stream
+        newer = await engine.complete(request("r2"))  # same target: latest wins
+        with pytest.raises(RequestDropped, match="superseded by r2"):
+            await old
+        await server.wait_disconnect(1, within=2)
+    assert newer.raw == "x + 1"
+    outcomes = [attempts.get_nowait().outcome for _ in range(2)]
+    assert sorted(outcomes) == ["ok", "superseded"]
