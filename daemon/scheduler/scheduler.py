@@ -548,6 +548,8 @@ class Scheduler:
         finally:
             for timer in timers:
                 timer.cancel()
+            if not isinstance(runner.error, RequestDropped):
+                runner.error = None  # a timeout that fired as the attempt ended is moot
             try:
                 close = getattr(stream, "aclose", None)
                 if close is not None:

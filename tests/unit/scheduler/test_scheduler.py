@@ -653,3 +653,25 @@ async def test_backends_with_the_same_key_and_url_share_one_limiter(clock: Manua
         assert len(twin.calls) == 1
         await clock.advance(1)
         await asyncio.gather(first, second)
+
+
+async def test_a_timeout_while_the_caller_holds_an_event_ends_the_attempt_at_the_next_chunk(
+    clock: ManualClock,
+) -> None:
+    # The total timer fires while the caller is busy with the first text event: the attempt
+    # ends as a timeout when the caller asks for more, and the fallback starts clean.
+    a = FakeBackend(
+        "a", clock, url="http://127.0.0.1:1", timeouts=Timeouts(first_token_s=1, total_s=2)
+    )
+    b = FakeBackend("b", clock, url="http://127.0.0.1:2", default=Reply(chunks=("b",)))
+    a.script.append(Reply(chunks=("x", "y"), error=ServerError("a", "broke"), error_after=1))
+    async with Scheduler([a, b], RoutingConfig(default=["a", "b"]), clock=clock) as scheduler:
+        seen: list[DispatchEvent] = []
+        async for event in scheduler.dispatch(request("r1"), prompt()):
+            seen.append(event)
+            if event == Text("x"):
+                await clock.advance(2.5)  # the total timer fires while we hold the event
+    assert text_of(seen[seen.index(Attempt("b")) :]) == "b"
+    assert scheduler.metrics.summary("a").outcomes == (("timeout", 1),)
+    assert scheduler.metrics.summary("b").outcomes == (("ok", 1),)
+    assert not a.calls[0].completed
