@@ -1,1 +1,1 @@
-"""anyfill's headless asyncio core. Never imports Qt (see tests/unit/test_boundaries.py)."""
+"""anyfill's headless asyncio core. Never imports Qt (see tests/unit/foundation/test_boundaries.py)."""
