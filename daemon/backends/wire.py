@@ -8,9 +8,7 @@ says what to do about it.
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import json
-import re
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -19,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from anyfill.daemon.backends.retry_times import requested_delay, retry_delay_from_body
 from anyfill.daemon.errors import (
     AuthError,
     BackendError,
@@ -225,56 +224,17 @@ def _shorten(text: str) -> str:
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-
-
 def retry_after_seconds(
     headers: Mapping[str, str], body: bytes = b"", *, now: float | None = None
 ) -> float | None:
     """When the server says to try again, in seconds from now; None when it does not say.
 
     Reads ``retry-after-ms``, ``Retry-After`` (seconds or an HTTP date) and, in the body,
-    Gemini's ``RetryInfo.retryDelay`` (``"22s"``).
+    Gemini's ``RetryInfo.retryDelay`` (``"22s"``), as ``retry_times`` does for the scheduler.
     """
-    lower = {k.lower(): v for k, v in headers.items()}
-    if "retry-after-ms" in lower:
-        with contextlib.suppress(ValueError):
-            return max(0.0, float(lower["retry-after-ms"]) / 1000)
-    value = lower.get("retry-after")
-    if value:
-        with contextlib.suppress(ValueError):
-            return max(0.0, float(value))
-        parsed = _http_date(value)
-        if parsed is not None:
-            return max(0.0, parsed - (time.time() if now is None else now))
-    return _retry_delay_in_body(body)
-
-
-def _http_date(value: str) -> float | None:
-    try:
-        return email.utils.parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError, IndexError):
-        return None
-
-
-def _retry_delay_in_body(body: bytes) -> float | None:
-    if b"retryDelay" not in body:
-        return None
-    try:
-        obj = json.loads(body)
-    except ValueError:
-        return None
-    if isinstance(obj, list) and obj:
-        obj = obj[0]
-    details = (obj.get("error") or {}).get("details") if isinstance(obj, dict) else None
-    for detail in details or ():
-        delay = detail.get("retryDelay") if isinstance(detail, dict) else None
-        if isinstance(delay, str):
-            match = _DURATION.match(delay)
-            if match:
-                scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match.group(2) or "s"]
-                return float(match.group(1)) * scale
-    return None
+    lowered = {key.lower(): value for key, value in headers.items()}
+    delay, _ = requested_delay(lowered, time.time() if now is None else now)
+    return delay if delay is not None else retry_delay_from_body(body)
 
 
 def error_for_status(

@@ -7,14 +7,12 @@ from email.utils import format_datetime
 
 import pytest
 
-from anyfill.daemon.scheduler.feedback import (
+from anyfill.daemon.backends.retry_times import (
     parse_duration,
     parse_retry_after,
-    parse_timestamp,
-    quota_exhausted_for,
-    read_feedback,
     retry_delay_from_body,
 )
+from anyfill.daemon.scheduler.feedback import parse_timestamp, quota_exhausted_for, read_feedback
 
 NOW = datetime(2026, 11, 30, 7, 0, 0, tzinfo=UTC).timestamp()
 
