@@ -35,6 +35,8 @@ class X11Hotkeys:
         self._on_trigger = on_trigger
         self._grabs: dict[tuple[int, int], Action] = {}
         self._relevant = 0
+        self._lock_variants: list[int] = []
+        """Caps Lock / Num Lock states grabbed along with each combination."""
         self._last_release: dict[int, int] = {}
         self._unsubscribe: list[Callable[[], None]] = []
 
@@ -61,7 +63,8 @@ class X11Hotkeys:
 
         masks = self._modifier_masks()
         self._relevant = masks["ctrl"] | masks["shift"] | masks["alt"] | masks["cmd"]
-        ignored = [0, X.LockMask, masks["numlock"], X.LockMask | masks["numlock"]]
+        numlock = masks["numlock"]
+        self._lock_variants = [0, X.LockMask, numlock, X.LockMask | numlock]
         root = self._conn.root
         for action, hotkey in self._bindings.items():
             if {"ctrl", "alt"} <= set(hotkey.modifiers) and hotkey.key[1:].isdigit():
@@ -72,14 +75,13 @@ class X11Hotkeys:
                 modifiers |= masks[mod]
             keycode = self._keys.keycode(hotkey.key)
             catch = error.CatchError(error.BadAccess)
-            for extra in ignored:
+            for extra in self._lock_variants:
                 root.grab_key(
                     keycode, modifiers | extra, False, X.GrabModeAsync, X.GrabModeAsync, catch
                 )
             self._conn.display.sync()
             if catch.get_error():
-                for extra in ignored:
-                    root.ungrab_key(keycode, modifiers | extra)
+                self._ungrab(keycode, modifiers)
                 message = f"hotkey {hotkey} ({action}) is taken by another program"
                 if action == "complete":
                     raise DesktopUnavailable(f"{message}; choose another in [hotkeys]")
@@ -104,13 +106,14 @@ class X11Hotkeys:
             unsubscribe()
         if self._conn.display is None or self._conn.lost.is_set():
             return  # the server is gone, and its grabs with it
-        from Xlib import X
-
         for keycode, modifiers in self._grabs:
-            for extra in (0, X.LockMask, X.Mod2Mask, X.LockMask | X.Mod2Mask):
-                self._conn.root.ungrab_key(keycode, modifiers | extra)
+            self._ungrab(keycode, modifiers)
         self._grabs.clear()
         self._conn.flush()
+
+    def _ungrab(self, keycode: int, modifiers: int) -> None:
+        for extra in self._lock_variants:
+            self._conn.root.ungrab_key(keycode, modifiers | extra)
 
     def _on_release(self, event: Any) -> None:
         self._last_release[event.detail] = event.time
