@@ -79,23 +79,7 @@ class AccessibilityCapture:
             raise
         self._absent.pop(target.pid, None)
         prefix, suffix, caret = found
-        captured = trimmed(
-            prefix,
-            suffix,
-            target,
-            "accessibility",
-            max_prefix=self._config.max_prefix_chars,
-            max_suffix=self._config.max_suffix_chars,
-        )
-        if caret is not None:
-            from dataclasses import replace
-
-            captured = Captured(
-                replace(captured.context, caret=caret),
-                captured.whole_prefix,
-                captured.whole_suffix,
-            )
-        return captured
+        return trimmed(prefix, suffix, target, "accessibility", self._config, caret=caret)
 
     def _read(self, pid: int) -> tuple[str, str, CaretRect | None]:
         if not self._connected:

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from anyfill.config.model import CaptureStrategy
+from anyfill.config.model import CaptureConfig, CaptureStrategy
 from anyfill.daemon.apprules import AppSettings
-from anyfill.daemon.context import Context
+from anyfill.daemon.context import CaretRect, Context
 from anyfill.daemon.desktop import Target
 from anyfill.daemon.errors import CaptureError, SecureField
 
@@ -38,15 +38,18 @@ def trimmed(
     suffix: str,
     target: Target,
     method: CaptureStrategy,
+    limits: CaptureConfig,
     *,
-    max_prefix: int,
-    max_suffix: int,
+    caret: CaretRect | None = None,
 ) -> Captured:
+    """What a strategy read, cut to the configured ``max_prefix_chars`` / ``max_suffix_chars``."""
+    max_prefix = limits.max_prefix_chars
     context = Context(
         prefix=prefix[len(prefix) - max_prefix :] if max_prefix else "",
-        suffix=suffix[:max_suffix],
+        suffix=suffix[: limits.max_suffix_chars],
         app=target.app,
         window_id=target.window_id,
+        caret=caret,
         method=method,
     )
     return Captured(context, prefix, suffix)

@@ -39,11 +39,4 @@ class ClipboardCapture:
                 f"{self._config.cursor_marker} in it, then press the hotkey"
             )
         prefix, suffix = split_marker(text, self._config.cursor_marker)
-        return trimmed(
-            prefix,
-            suffix,
-            target,
-            "clipboard",
-            max_prefix=self._config.max_prefix_chars,
-            max_suffix=self._config.max_suffix_chars,
-        )
+        return trimmed(prefix, suffix, target, "clipboard", self._config)

@@ -66,14 +66,7 @@ class KeyboardCapture:
             # so the selection guard sees it and nothing is pasted over that text.
             late_guard = suffix_side.primary if suffix_side and suffix_side.empty else None
             await clipboard.restore("primary", saved_primary, as_of=late_guard)
-        return trimmed(
-            prefix_side.text,
-            suffix_side.text,
-            target,
-            "keyboard",
-            max_prefix=self._config.max_prefix_chars,
-            max_suffix=self._config.max_suffix_chars,
-        )
+        return trimmed(prefix_side.text, suffix_side.text, target, "keyboard", self._config)
 
     async def _copy_side(
         self, select: str, collapse: str, copy: str, empty_timeout_s: float
@@ -89,8 +82,8 @@ class KeyboardCapture:
         if not selected:
             return _Side("", None, primary_offer)  # nothing to select: caret at this edge
         answered = time.monotonic() - started
-        copied = await _first((clip_offer.lost,), self._config.copy_timeout_ms / 1000)
         timeout = self._config.copy_timeout_ms / 1000
+        copied = await _first((clip_offer.lost,), timeout)
         text = await clipboard.read_text("clipboard", timeout)
         await keys.press(collapse)
         # A round trip to the app (it owns the clipboard now): it answers after handling

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from anyfill.config.model import CaptureStrategy, Settings
+from anyfill.config.model import CaptureConfig, CaptureStrategy, Settings
 from anyfill.daemon.apprules import AppSettings
 from anyfill.daemon.capture.base import Captured, Strategy, trimmed
 from anyfill.daemon.desktop import Target
@@ -34,9 +34,8 @@ class FixedCapture:
         self.calls += 1
         if self.error is not None:
             raise self.error
-        return trimmed(
-            self.prefix, self.suffix, target, self.name, max_prefix=4000, max_suffix=1000
-        )
+        limits = CaptureConfig(max_prefix_chars=4000, max_suffix_chars=1000)
+        return trimmed(self.prefix, self.suffix, target, self.name, limits)
 
 
 def build(
