@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -101,20 +101,21 @@ class XSession:
             shutil.rmtree(workdir, ignore_errors=True)
 
     def run(self, *args: str, timeout: float = 10, check: bool = True) -> str:
-        out = self.workdir / "cmd.out"
+        returncode, text = self._output(args, "cmd.out", subprocess.STDOUT, timeout)
+        if check and returncode != 0:
+            raise RuntimeError(f"{' '.join(args)} failed ({returncode}): {text}")
+        return text
+
+    def _output(
+        self, args: Sequence[str], out_name: str, stderr: int, timeout: float
+    ) -> tuple[int, str]:
+        """Run ``args`` in the session; its exit status and what it printed (via a file)."""
+        out = self.workdir / out_name
         with out.open("wb") as stdout:
             result = subprocess.run(
-                args,
-                check=False,
-                env=self.env,
-                stdout=stdout,
-                stderr=subprocess.STDOUT,
-                timeout=timeout,
+                args, check=False, env=self.env, stdout=stdout, stderr=stderr, timeout=timeout
             )
-        text = out.read_text(errors="replace")
-        if check and result.returncode != 0:
-            raise RuntimeError(f"{' '.join(args)} failed ({result.returncode}): {text}")
-        return text
+        return result.returncode, out.read_text(errors="replace")
 
     def spawn(self, args: list[str], log_name: str, **kwargs: Any) -> subprocess.Popen[bytes]:
         with (self.workdir / log_name).open("ab") as log:
@@ -175,19 +176,10 @@ class XSession:
         if target:
             args += ["-t", target]
         try:
-            out = self.workdir / "clip.out"
-            with out.open("wb") as stdout:
-                result = subprocess.run(
-                    args,
-                    check=False,
-                    env=self.env,
-                    stdout=stdout,
-                    stderr=subprocess.DEVNULL,
-                    timeout=5,
-                )
-            return out.read_text(errors="replace") if result.returncode == 0 else None
+            returncode, text = self._output(args, "clip.out", subprocess.DEVNULL, 5)
         except subprocess.TimeoutExpired:
             return None
+        return text if returncode == 0 else None
 
 
 class QtTarget:
