@@ -7,14 +7,17 @@ PRIMARY selection are back (the R1 figures).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import FIGURES, REPEAT
-from tests.e2e.harness import HOTKEY, Daemon, Outcome, QtTarget, XSession
+from tests.e2e.harness import HOTKEY, Daemon, Outcome, QtTarget, XSession, wait_until
 from tests.servers.http import LoopbackServer, RecordedRequest
 from tests.servers.llamacpp import LlamaCpp
 from tests.servers.script import Reply
@@ -70,10 +73,48 @@ def prepare(x: XSession, qt: QtTarget, text: str, caret: int) -> None:
     x.set_clipboard(USER_PRIMARY, "primary")
 
 
+def prepare_hello_world(x: XSession, qt: QtTarget) -> str:
+    """A fresh ``Hello world`` line, the caret before ``world``; returns the text."""
+    text = unique("Hello world")
+    prepare(x, qt, text, 6)
+    return text
+
+
+def answer_next(responder: LlamaCpp, *replies: Reply) -> None:
+    """The backend's next answers, with none left over from an earlier test."""
+    responder.queue.clear()
+    responder.push(*replies)
+
+
 def press(x: XSession, daemon: Daemon, keys: str = HOTKEY) -> Outcome:
     count = len(daemon.outcomes())
     x.key(keys)
     return daemon.wait_outcome(count + 1)
+
+
+def press_until_requested(x: XSession, daemon: Daemon, server: LoopbackServer) -> int:
+    """Press the hotkey and return once its request reached the backend; the result is
+    the number of outcomes logged before the press."""
+    before = len(infill(server))
+    count = len(daemon.outcomes())
+    x.key(HOTKEY)
+    wait_until(lambda: len(infill(server)) > before, 5, "the request")
+    return count
+
+
+@contextlib.contextmanager
+def hotkey_held(x: XSession) -> Iterator[None]:
+    """The user presses the hotkey and keeps holding it until the block ends."""
+    x.run("xdotool", "keydown", "--delay", "0", "ctrl+alt+space")
+    try:
+        yield
+    finally:
+        x.run("xdotool", "keyup", "--delay", "0", "space", "alt", "ctrl")
+
+
+def keys_beyond_modifiers(state: dict[str, Any]) -> list[str]:
+    """The keys the app received, less the user's own modifier presses."""
+    return [key for key in state["keys"] if not key.endswith(MODIFIER_KEYS)]
 
 
 def assert_selections_restored(x: XSession, qt: QtTarget | None = None) -> None:
@@ -100,8 +141,7 @@ def test_completion_is_pasted_at_the_caret(
     text, caret = case.build()
     responder, server = llama
     prepare(x, qt, text, caret)
-    responder.queue.clear()
-    responder.push(Reply(text=case.reply))
+    answer_next(responder, Reply(text=case.reply))
     before = len(infill(server))
 
     outcome = press(x, daemon)
@@ -137,8 +177,7 @@ def test_all_clipboard_formats_survive(
     x.focus(qt.wid)
     qt.call(cmd="copy_rich", text="rich text", html="<b>rich</b> text")
     x.set_clipboard(USER_PRIMARY, "primary")
-    llama[0].queue.clear()
-    llama[0].push(Reply(text="big "))
+    answer_next(llama[0], Reply(text="big "))
 
     outcome = press(x, daemon)
 
@@ -157,11 +196,9 @@ def test_all_clipboard_formats_survive(
 def test_backend_error_inserts_nothing(
     rep: int, x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
 ) -> None:
-    text = unique("Hello world")
-    prepare(x, qt, text, 6)
-    llama[0].queue.clear()
+    text = prepare_hello_world(x, qt)
     # A 400: a 5xx would (rightly) cool the only backend down for the following tests.
-    llama[0].push(Reply(error="bad_request"))
+    answer_next(llama[0], Reply(error="bad_request"))
 
     outcome = press(x, daemon)
 
@@ -177,15 +214,11 @@ def test_cancel_hotkey_stops_the_request(
     rep: int, x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
 ) -> None:
     responder, server = llama
-    text = unique("Hello world")
-    prepare(x, qt, text, 6)
-    responder.queue.clear()
-    responder.push(Reply(text="too late ", delay_s=3))
-    before, dropped = len(infill(server)), len(server.disconnects)
-    count = len(daemon.outcomes())
+    text = prepare_hello_world(x, qt)
+    answer_next(responder, Reply(text="too late ", delay_s=3))
+    dropped = len(server.disconnects)
 
-    x.key(HOTKEY)
-    _wait(lambda: len(infill(server)) > before, "the request")
+    count = press_until_requested(x, daemon, server)
     x.key("ctrl+alt+BackSpace")
     outcome = daemon.wait_outcome(count + 1)
 
@@ -200,15 +233,10 @@ def test_newer_press_supersedes_the_running_one(
     x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
 ) -> None:
     responder, server = llama
-    text = unique("Hello world")
-    prepare(x, qt, text, 6)
-    responder.queue.clear()
-    responder.push(Reply(text="first ", delay_s=3), Reply(text="second "))
-    before = len(infill(server))
-    count = len(daemon.outcomes())
+    text = prepare_hello_world(x, qt)
+    answer_next(responder, Reply(text="first ", delay_s=3), Reply(text="second "))
 
-    x.key(HOTKEY)
-    _wait(lambda: len(infill(server)) > before, "the first request")
+    count = press_until_requested(x, daemon, server)
     x.key(HOTKEY)
     first, second = daemon.wait_outcome(count + 1), daemon.wait_outcome(count + 2)
 
@@ -235,15 +263,10 @@ def test_focus_moved_before_the_answer_inserts_nothing(
 ) -> None:
     responder, server = llama
     other.set("other window", 5)
-    text = unique("Hello world")
-    prepare(x, qt, text, 6)
-    responder.queue.clear()
-    responder.push(Reply(text="never ", delay_s=0.5))
-    before = len(infill(server))
-    count = len(daemon.outcomes())
+    text = prepare_hello_world(x, qt)
+    answer_next(responder, Reply(text="never ", delay_s=0.5))
 
-    x.key(HOTKEY)
-    _wait(lambda: len(infill(server)) > before, "the request")
+    count = press_until_requested(x, daemon, server)
     x.focus(other.wid)
     outcome = daemon.wait_outcome(count + 1)
 
@@ -270,32 +293,21 @@ def test_password_manager_is_skipped_by_default(
         assert outcome.status == "skipped", outcome
         assert len(infill(llama[1])) == before  # nothing was read or sent
         state = vault.state()
-        sent = [key for key in state["keys"] if not key.endswith(MODIFIER_KEYS)]
+        sent = keys_beyond_modifiers(state)
         assert (state["text"], state["caret"], sent) == ("secret", 3, [])
         assert_selections_restored(x, vault)
     finally:
         vault.close()
 
 
-def _wait(check: object, what: str) -> None:
-    from tests.e2e.harness import wait_until
-
-    wait_until(check, 5, what)  # type: ignore[arg-type]
-
-
 def test_selection_made_while_waiting_is_not_pasted_over(
     x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
 ) -> None:
     responder, server = llama
-    text = unique("Hello world")
-    prepare(x, qt, text, 6)
-    responder.queue.clear()
-    responder.push(Reply(text="never ", delay_s=0.5))
-    before = len(infill(server))
-    count = len(daemon.outcomes())
+    text = prepare_hello_world(x, qt)
+    answer_next(responder, Reply(text="never ", delay_s=0.5))
 
-    x.key(HOTKEY)
-    _wait(lambda: len(infill(server)) > before, "the request")
+    count = press_until_requested(x, daemon, server)
     x.key("shift+Right")  # the user selects the "w" while the backend thinks
     outcome = daemon.wait_outcome(count + 1)
 
@@ -315,8 +327,7 @@ def test_large_clipboard_survives_byte_for_byte(
     qt.set(text, 6)
     x.focus(qt.wid)
     x.set_clipboard(big)
-    llama[0].queue.clear()
-    llama[0].push(Reply(text="big "))
+    answer_next(llama[0], Reply(text="big "))
 
     outcome = press(x, daemon)
 
@@ -330,10 +341,8 @@ def test_large_clipboard_survives_byte_for_byte(
 def test_preview_hotkey_without_a_window_pastes(
     x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
 ) -> None:
-    text = unique("Hello world")
-    prepare(x, qt, text, 6)
-    llama[0].queue.clear()
-    llama[0].push(Reply(text="big "))
+    text = prepare_hello_world(x, qt)
+    answer_next(llama[0], Reply(text="big "))
 
     outcome = press(x, daemon, "ctrl+alt+Return")
 
@@ -347,10 +356,8 @@ def test_preview_hotkey_without_a_window_pastes(
 def test_hotkey_works_with_a_lock_key_on(
     lock: str, x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
 ) -> None:
-    text = unique("Hello world")
-    prepare(x, qt, text, 6)
-    llama[0].queue.clear()
-    llama[0].push(Reply(text="big "))
+    text = prepare_hello_world(x, qt)
+    answer_next(llama[0], Reply(text="big "))
     x.key(lock, clear=False)  # the grab must match with Lock / Mod2 in the state too
     try:
         count = len(daemon.outcomes())
@@ -366,21 +373,16 @@ def test_hotkey_works_with_a_lock_key_on(
 def test_nothing_is_sent_while_the_user_still_holds_the_hotkey(
     x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
 ) -> None:
-    text = unique("Hello world")
-    prepare(x, qt, text, 6)
-    llama[0].queue.clear()
-    llama[0].push(Reply(text="big "))
+    text = prepare_hello_world(x, qt)
+    answer_next(llama[0], Reply(text="big "))
     count = len(daemon.outcomes())
 
-    x.run("xdotool", "keydown", "--delay", "0", "ctrl+alt+space")
-    try:
+    with hotkey_held(x):
         time.sleep(0.4)
         state = qt.state()
-        sent = [key for key in state["keys"] if not key.endswith(MODIFIER_KEYS)]
+        sent = keys_beyond_modifiers(state)
         assert (state["text"], sent) == (text, [])  # anyfill waits for the release
         assert len(daemon.outcomes()) == count
-    finally:
-        x.run("xdotool", "keyup", "--delay", "0", "space", "alt", "ctrl")
     outcome = daemon.wait_outcome(count + 1)
 
     assert outcome.status == "inserted", outcome
@@ -391,21 +393,17 @@ def test_nothing_is_sent_while_the_user_still_holds_the_hotkey(
 def test_keys_held_too_long_send_nothing(
     x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
 ) -> None:
-    text = unique("Hello world")
-    prepare(x, qt, text, 6)
+    text = prepare_hello_world(x, qt)
     before = len(infill(llama[1]))
     count = len(daemon.outcomes())
 
-    x.run("xdotool", "keydown", "--delay", "0", "ctrl+alt+space")
-    try:
+    with hotkey_held(x):
         outcome = daemon.wait_outcome(count + 1)  # after modifier_release_timeout_ms
-    finally:
-        x.run("xdotool", "keyup", "--delay", "0", "space", "alt", "ctrl")
 
     assert outcome.status == "failed", outcome
     assert "still held" in outcome.reason
     state = qt.state()
-    sent = [key for key in state["keys"] if not key.endswith(MODIFIER_KEYS)]
+    sent = keys_beyond_modifiers(state)
     assert (state["text"], sent) == (text, [])
     assert len(infill(llama[1])) == before
 
@@ -416,10 +414,8 @@ def test_an_app_that_selects_late_never_loses_text(
     """The app freezes on the suffix selection key for longer than anyfill waits before
     deciding "nothing after the caret", and selects the suffix late (before the backend
     answers). Pasting would replace that selection: nothing may be pasted."""
-    text = unique("Hello world")
-    prepare(x, qt, text, 6)
-    llama[0].queue.clear()
-    llama[0].push(Reply(text="big ", delay_s=0.6))
+    text = prepare_hello_world(x, qt)
+    answer_next(llama[0], Reply(text="big ", delay_s=0.6))
     qt.call(cmd="stall", key="Key_End", ms=150)
 
     outcome = press(x, daemon)
