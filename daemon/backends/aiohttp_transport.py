@@ -96,6 +96,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._verify = verify
         self._ssl_context: ssl.SSLContext | bool | None = None
         self._session: aiohttp.ClientSession | None = None
+        self._timeouts: dict[tuple[float | None, ...], aiohttp.ClientTimeout] = {}
 
     def _ssl(self) -> ssl.SSLContext | bool:
         """The TLS context for https URLs, made once on first use (certifi, like httpx)."""
@@ -117,6 +118,16 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             auto_decompress=False,
             skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
         )
+
+    def _timeout(self, timeouts: dict[str, float | None]) -> aiohttp.ClientTimeout:
+        """aiohttp's form of httpx's timeouts, made once per distinct set (they rarely vary)."""
+        key = (timeouts.get("pool"), timeouts.get("connect"), timeouts.get("read"))
+        timeout = self._timeouts.get(key)
+        if timeout is None:
+            timeout = self._timeouts[key] = aiohttp.ClientTimeout(
+                total=None, connect=key[0], sock_connect=key[1], sock_read=key[2]
+            )
+        return timeout
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         session = self._session
@@ -140,12 +151,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 data=data,
                 allow_redirects=False,
                 compress=False,
-                timeout=aiohttp.ClientTimeout(
-                    total=None,
-                    connect=timeouts.get("pool"),
-                    sock_connect=timeouts.get("connect"),
-                    sock_read=timeouts.get("read"),
-                ),
+                timeout=self._timeout(timeouts),
             )
         extensions = {"http_version": b"HTTP/1.1"}
         if response.reason:

@@ -70,7 +70,7 @@ class AnthropicBackend(HttpBackend):
         ) as response:
             self.report_plan(plan, observer)
             stopped = False
-            async for event in iter_sse(response, self.name, lambda: self.check_deadline(deadline)):
+            async for event in iter_sse(response, self.name, self.deadline_check(deadline)):
                 if stopped or event.event == "ping":
                     continue
                 obj = parse_json(event.data, self.name)

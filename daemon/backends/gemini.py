@@ -57,7 +57,7 @@ class GeminiBackend(HttpBackend):
         ) as response:
             self.report_plan(plan, observer)
             finished = False
-            async for event in iter_sse(response, self.name, lambda: self.check_deadline(deadline)):
+            async for event in iter_sse(response, self.name, self.deadline_check(deadline)):
                 obj = parse_json(event.data, self.name)
                 if not isinstance(obj, dict):
                     raise ProtocolError(self.name, f"backend '{self.name}' sent a non-object event")

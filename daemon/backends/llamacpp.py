@@ -167,7 +167,7 @@ class LlamaCppBackend(HttpBackend):
         self, response: httpx.Response, deadline: float, observer: StreamObserver | None
     ) -> AsyncIterator[str]:
         done = False
-        async for event in iter_sse(response, self.name, lambda: self.check_deadline(deadline)):
+        async for event in iter_sse(response, self.name, self.deadline_check(deadline)):
             if done:  # drain to the end so the connection goes back to the pool
                 continue
             if event.event == "error":

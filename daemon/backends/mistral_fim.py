@@ -64,7 +64,7 @@ class MistralFimBackend(HttpBackend):
         ) as response:
             self.report_plan(plan, observer)
             async for chunk in read_openai_stream(
-                self.name, response, _delta_text, observer, lambda: self.check_deadline(deadline)
+                self.name, response, _delta_text, observer, self.deadline_check(deadline)
             ):
                 yield chunk
 

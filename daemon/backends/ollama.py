@@ -106,9 +106,7 @@ class OllamaBackend(HttpBackend):
         ) as response:
             self.report_plan(plan, observer)
             done = False
-            async for obj in iter_ndjson(
-                response, self.name, lambda: self.check_deadline(deadline)
-            ):
+            async for obj in iter_ndjson(response, self.name, self.deadline_check(deadline)):
                 if done:  # drain to the end so the connection goes back to the pool
                     continue
                 if "error" in obj:

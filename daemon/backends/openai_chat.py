@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
-
 from anyfill.daemon.backends.base import Capabilities, FimPrompt, StreamObserver
 from anyfill.daemon.backends.chat import chat_plan, chat_prompt
 from anyfill.daemon.backends.common import HttpBackend, join_url
@@ -41,7 +39,7 @@ class OpenAIChatBackend(HttpBackend):
         configured = super().max_stop()
         if configured is not None:
             return configured
-        return STOP_LIMITS.get(httpx.URL(self.config.url).host, 4)
+        return STOP_LIMITS.get(self.host, 4)
 
     async def stream(
         self, prompt: FimPrompt, observer: StreamObserver | None = None
@@ -49,8 +47,9 @@ class OpenAIChatBackend(HttpBackend):
         deadline = self.deadline()
         chat = chat_prompt(prompt)
         plan = chat_plan(prompt, self.config.stop)
-        host = httpx.URL(self.config.url).host
-        limit_key = "max_completion_tokens" if host in MAX_COMPLETION_TOKENS_HOSTS else "max_tokens"
+        limit_key = (
+            "max_completion_tokens" if self.host in MAX_COMPLETION_TOKENS_HOSTS else "max_tokens"
+        )
         body: dict[str, Any] = {
             "messages": [
                 {"role": "system", "content": chat.system},
@@ -69,7 +68,7 @@ class OpenAIChatBackend(HttpBackend):
         ) as response:
             self.report_plan(plan, observer)
             async for chunk in read_openai_stream(
-                self.name, response, _delta_text, observer, lambda: self.check_deadline(deadline)
+                self.name, response, _delta_text, observer, self.deadline_check(deadline)
             ):
                 yield chunk
 

@@ -96,10 +96,6 @@ class OpenAICompletionsBackend(HttpBackend):
         super().__init__(*args, **kwargs)
         self._suffix_refused = False
 
-    @property
-    def host(self) -> str:
-        return httpx.URL(self.config.url).host
-
     def endpoint(self) -> str:
         if self.host == "api.deepseek.com":  # DeepSeek serves FIM completions only in beta
             return join_url(self.config.url, "/beta", "/completions")
@@ -215,7 +211,7 @@ class OpenAICompletionsBackend(HttpBackend):
                 response,
                 lambda choice: choice.get("text"),
                 observer,
-                lambda: self.check_deadline(deadline),
+                self.deadline_check(deadline),
             ):
                 yield chunk
 
