@@ -29,7 +29,7 @@ from anyfill.daemon.errors import (
     RequestDropped,
 )
 from anyfill.daemon.scheduler.clock import TimerHandle
-from anyfill.daemon.scheduler.events import Outcome
+from anyfill.daemon.scheduler.events import Outcome, outcome_of
 from anyfill.daemon.scheduler.limiter import PRIORITY_RANK, Permit
 from anyfill.daemon.scheduler.state import (
     Lane,
@@ -38,7 +38,6 @@ from anyfill.daemon.scheduler.state import (
     Ticket,
     estimate_tokens,
     map_foreign,
-    outcome_of,
 )
 
 if TYPE_CHECKING:

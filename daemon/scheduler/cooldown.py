@@ -14,13 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from anyfill.daemon.errors import (
-    BackendError,
-    BackendTimeout,
-    BackendUnavailable,
-    RateLimited,
-    ServerError,
-)
+from anyfill.daemon.errors import BackendError
+from anyfill.daemon.scheduler.events import outcome_of
 
 #: (first cooldown, cap) in seconds when the server did not say how long to wait.
 DEFAULT_COOLDOWN_S: dict[str, tuple[float, float]] = {
@@ -33,15 +28,9 @@ DEFAULT_COOLDOWN_S: dict[str, tuple[float, float]] = {
 
 
 def failure_kind(error: BaseException) -> str:
-    if isinstance(error, RateLimited):
-        return "rate_limited"
-    if isinstance(error, ServerError):
-        return "server_error"
-    if isinstance(error, BackendTimeout):
-        return "timeout"
-    if isinstance(error, BackendUnavailable):
-        return "unavailable"
-    return "protocol_error"
+    """The cooldown a failure earns: its outcome, or "protocol_error" for any other kind."""
+    kind = outcome_of(error)
+    return kind if kind in DEFAULT_COOLDOWN_S else "protocol_error"
 
 
 @dataclass

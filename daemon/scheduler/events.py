@@ -5,6 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from anyfill.daemon.errors import (
+    AuthError,
+    BackendTimeout,
+    BackendUnavailable,
+    BadRequest,
+    ModelNotFound,
+    ProtocolError,
+    RateLimited,
+    ServerError,
+    UnsupportedFeature,
+)
+
 Outcome = Literal[
     "ok",
     "cache",
@@ -24,6 +36,29 @@ Outcome = Literal[
     "deadline",
     "hedge_lost",
 ]
+
+
+def outcome_of(error: BaseException) -> Outcome:
+    """How a failed attempt is counted in metrics (and, for retryable ones, cooled)."""
+    if isinstance(error, RateLimited):
+        return "rate_limited"
+    if isinstance(error, ServerError):
+        return "server_error"
+    if isinstance(error, BackendTimeout):
+        return "timeout"
+    if isinstance(error, BackendUnavailable):
+        return "unavailable"
+    if isinstance(error, ProtocolError):
+        return "protocol_error"
+    if isinstance(error, AuthError):
+        return "auth"
+    if isinstance(error, ModelNotFound):
+        return "not_found"
+    if isinstance(error, BadRequest):
+        return "bad_request"
+    if isinstance(error, UnsupportedFeature):
+        return "unsupported"
+    return "error"
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ from anyfill.daemon.scheduler.batching import batched
 from anyfill.daemon.scheduler.cache import CompletionCache
 from anyfill.daemon.scheduler.clock import Clock, RealClock, TimerHandle
 from anyfill.daemon.scheduler.cooldown import Health
-from anyfill.daemon.scheduler.events import AttemptFinished, CooldownChanged, Outcome
+from anyfill.daemon.scheduler.events import AttemptFinished, CooldownChanged, Outcome, outcome_of
 from anyfill.daemon.scheduler.feedback import RateFeedback
 from anyfill.daemon.scheduler.hedging import hedged
 from anyfill.daemon.scheduler.limiter import WINDOW_S, DeadlinePassed, Limiter, LimitSpec, Permit
@@ -73,7 +73,6 @@ from anyfill.daemon.scheduler.state import (
     estimate_tokens,
     falls_back,
     map_foreign,
-    outcome_of,
 )
 
 log = logging.getLogger(__name__)

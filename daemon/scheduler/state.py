@@ -17,16 +17,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from anyfill.daemon.backends.base import Backend, FimPrompt, Plan, Usage
 from anyfill.daemon.completion import CompletionRequest
 from anyfill.daemon.errors import (
-    AuthError,
     BackendError,
     BackendTimeout,
     BackendUnavailable,
-    BadRequest,
-    ModelNotFound,
     ProtocolError,
-    RateLimited,
     RequestDropped,
-    ServerError,
     UnsupportedFeature,
 )
 from anyfill.daemon.scheduler.cooldown import Health
@@ -45,28 +40,6 @@ T = TypeVar("T")
 def estimate_tokens(prompt: FimPrompt) -> int:
     """Prompt plus answer budget; about 3 characters per token for code, rounded up."""
     return (len(prompt.prefix) + len(prompt.suffix)) // 3 + 1 + prompt.max_tokens
-
-
-def outcome_of(error: BaseException) -> Outcome:
-    if isinstance(error, RateLimited):
-        return "rate_limited"
-    if isinstance(error, ServerError):
-        return "server_error"
-    if isinstance(error, BackendTimeout):
-        return "timeout"
-    if isinstance(error, BackendUnavailable):
-        return "unavailable"
-    if isinstance(error, ProtocolError):
-        return "protocol_error"
-    if isinstance(error, AuthError):
-        return "auth"
-    if isinstance(error, ModelNotFound):
-        return "not_found"
-    if isinstance(error, BadRequest):
-        return "bad_request"
-    if isinstance(error, UnsupportedFeature):
-        return "unsupported"
-    return "error"
 
 
 def falls_back(error: BackendError) -> bool:
