@@ -109,5 +109,4 @@ class AnthropicBackend(HttpBackend):
                 )
 
     async def health(self) -> None:
-        async with self.request("GET", join_url(self.config.url, "/v1", "/models")) as response:
-            await response.aread()
+        await self.probe(join_url(self.config.url, "/v1", "/models"))

@@ -22,8 +22,16 @@ from anyfill.daemon.backends.base import (
 )
 from anyfill.daemon.backends.wire import error_for_status, map_transport_errors, parse_json
 from anyfill.daemon.errors import AnyfillError, BackendTimeout, ProtocolError, UnsupportedFeature
+from anyfill.daemon.fim.templates import FimTemplate
 
-__all__ = ["HttpBackend", "batch_results", "closing_stream", "join_url", "limit_stops"]
+__all__ = [
+    "HttpBackend",
+    "batch_results",
+    "closing_stream",
+    "join_url",
+    "limit_stops",
+    "raw_prompt",
+]
 
 T = TypeVar("T")
 
@@ -59,6 +67,17 @@ def join_url(base: str, default_prefix: str, path: str) -> str:
     if (last.startswith("v") and last[1:2].isdigit()) or last == "beta":
         return f"{base.rstrip('/')}{path}"
     return f"{base.rstrip('/')}{default_prefix}{path}"
+
+
+def raw_prompt(template: FimTemplate, prompt: FimPrompt) -> str:
+    """``prompt`` rendered in ``template``, with the context it carries (files, language)."""
+    return template.render(
+        prompt.prefix,
+        prompt.suffix,
+        extra=prompt.extra,
+        filename=prompt.filename,
+        language=prompt.language,
+    )
 
 
 def limit_stops(stops: Iterable[str], limit: int | None) -> list[str]:
@@ -104,6 +123,10 @@ class HttpBackend(Backend):
         the prompt's and the config's stops."""
         first = ["\n"] if prompt.single_line else []
         return limit_stops([*first, *plan_stops, *prompt.stop, *self.config.stop], self.max_stop())
+
+    def plan_stops(self, template_stops: Sequence[str], prompt: FimPrompt) -> tuple[str, ...]:
+        """What the cleaner cuts the answer at: every stop, none dropped for a server's limit."""
+        return tuple(limit_stops([*template_stops, *prompt.stop, *self.config.stop], None))
 
     def max_stop(self) -> int | None:
         value = self.config.options.get("max_stop")
@@ -176,6 +199,11 @@ class HttpBackend(Backend):
             except STALE_CONNECTION as exc:
                 log.debug("backend %s: pooled connection was closed (%s); retry", self.name, exc)
             return await self.client.send(request, stream=True)
+
+    async def probe(self, url: str) -> None:
+        """GET ``url`` and read the answer: raises the mapped error unless it is OK."""
+        async with self.request("GET", url) as response:
+            await response.aread()
 
     async def post_json(self, url: str, body: Any, observer: StreamObserver | None = None) -> Any:
         """A non-streamed POST answered with one JSON document."""

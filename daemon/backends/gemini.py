@@ -93,5 +93,4 @@ class GeminiBackend(HttpBackend):
 
     async def health(self) -> None:
         url = join_url(self.config.url, "/v1beta", f"/models/{self.model_name()}")
-        async with self.request("GET", url) as response:
-            await response.aread()
+        await self.probe(url)

@@ -24,7 +24,7 @@ from anyfill.daemon.backends.base import (
     StreamObserver,
     Usage,
 )
-from anyfill.daemon.backends.common import HttpBackend, batch_results, limit_stops
+from anyfill.daemon.backends.common import HttpBackend, batch_results, raw_prompt
 from anyfill.daemon.backends.wire import error_message, iter_sse, parse_json
 from anyfill.daemon.errors import (
     BadRequest,
@@ -106,7 +106,7 @@ class LlamaCppBackend(HttpBackend):
                 ) as response:
                     self._infill = True
                     started = True
-                    plan = Plan(mode="native", stop=self._plan_stops((), prompt))
+                    plan = Plan(mode="native", stop=self.plan_stops((), prompt))
                     self.report_plan(plan, observer)
                     async for chunk in self._read(response, deadline, observer):
                         yield chunk
@@ -119,7 +119,7 @@ class LlamaCppBackend(HttpBackend):
         plan = Plan(
             mode="template",
             template=template.name,
-            stop=self._plan_stops(template.stop, prompt),
+            stop=self.plan_stops(template.stop, prompt),
             note=why,
         )
         body = self._completion_body(prompt, template)
@@ -129,9 +129,6 @@ class LlamaCppBackend(HttpBackend):
             self.report_plan(plan, observer)
             async for chunk in self._read(response, deadline, observer):
                 yield chunk
-
-    def _plan_stops(self, template_stops: Sequence[str], prompt: FimPrompt) -> tuple[str, ...]:
-        return tuple(limit_stops([*template_stops, *prompt.stop, *self.config.stop], None))
 
     def _common(self, prompt: FimPrompt) -> dict[str, Any]:
         return {
@@ -153,13 +150,7 @@ class LlamaCppBackend(HttpBackend):
         return self.with_options(body)
 
     def _completion_body(self, prompt: FimPrompt, template: FimTemplate) -> dict[str, Any]:
-        text = template.render(
-            prompt.prefix,
-            prompt.suffix,
-            extra=prompt.extra,
-            filename=prompt.filename,
-            language=prompt.language,
-        )
+        text = raw_prompt(template, prompt)
         body = {"prompt": text, **self._common(prompt), "stop": self.stops(template.stop, prompt)}
         return self.with_options(body)
 
@@ -298,5 +289,4 @@ class LlamaCppBackend(HttpBackend):
         return batch_results(self.name, answer, len(prompts), observer)
 
     async def health(self) -> None:
-        async with self.request("GET", self.url("/health")) as response:
-            await response.aread()
+        await self.probe(self.url("/health"))

@@ -11,20 +11,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from anyfill.daemon.backends.base import Capabilities, FimPrompt, Plan, StreamObserver
-from anyfill.daemon.backends.common import HttpBackend, join_url, limit_stops
-from anyfill.daemon.backends.openai_completions import read_openai_stream
+from anyfill.daemon.backends.common import HttpBackend, join_url
+from anyfill.daemon.backends.openai_completions import chat_delta_text, read_openai_stream
 
 __all__ = ["MistralFimBackend"]
 
 DEFAULT_MODEL = "codestral-latest"
-
-
-def _delta_text(choice: dict[str, Any]) -> str | None:
-    delta = choice.get("delta")
-    if isinstance(delta, dict):
-        content = delta.get("content")
-        return content if isinstance(content, str) else None
-    return None
 
 
 class MistralFimBackend(HttpBackend):
@@ -58,16 +50,15 @@ class MistralFimBackend(HttpBackend):
         stops = self.stops((), prompt)
         if stops:
             body["stop"] = stops
-        plan = Plan(mode="native", stop=tuple(limit_stops([*prompt.stop, *self.config.stop], None)))
+        plan = Plan(mode="native", stop=self.plan_stops((), prompt))
         async with self.request(
             "POST", self.endpoint(), json=self.with_options(body), observer=observer
         ) as response:
             self.report_plan(plan, observer)
             async for chunk in read_openai_stream(
-                self.name, response, _delta_text, observer, self.deadline_check(deadline)
+                self.name, response, chat_delta_text, observer, self.deadline_check(deadline)
             ):
                 yield chunk
 
     async def health(self) -> None:
-        async with self.request("GET", join_url(self.config.url, "/v1", "/models")) as response:
-            await response.aread()
+        await self.probe(join_url(self.config.url, "/v1", "/models"))

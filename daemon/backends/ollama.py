@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from anyfill.daemon.backends.base import Capabilities, FimPrompt, Plan, StreamObserver, Usage
-from anyfill.daemon.backends.common import HttpBackend, limit_stops
+from anyfill.daemon.backends.common import HttpBackend, raw_prompt
 from anyfill.daemon.backends.llamacpp import configured_template
 from anyfill.daemon.backends.wire import iter_ndjson
 from anyfill.daemon.errors import ConfigError, ProtocolError, ServerError, UnsupportedFeature
@@ -72,7 +72,7 @@ class OllamaBackend(HttpBackend):
         model = self.model()
         explicit = configured_template(self.name, self.config.template)
         if explicit is None and (await self._info(model)).insert:
-            plan = Plan(mode="native", stop=self._plan_stops((), prompt))
+            plan = Plan(mode="native", stop=self.plan_stops((), prompt))
             body: dict[str, Any] = {
                 "model": model,
                 "prompt": prompt.prefix,
@@ -84,18 +84,12 @@ class OllamaBackend(HttpBackend):
             plan = Plan(
                 mode="template",
                 template=template.name,
-                stop=self._plan_stops(template.stop, prompt),
+                stop=self.plan_stops(template.stop, prompt),
                 note=note,
             )
             body = {
                 "model": model,
-                "prompt": template.render(
-                    prompt.prefix,
-                    prompt.suffix,
-                    extra=prompt.extra,
-                    filename=prompt.filename,
-                    language=prompt.language,
-                ),
+                "prompt": raw_prompt(template, prompt),
                 "raw": True,
                 "options": self._options(prompt, template.stop),
             }
@@ -128,9 +122,6 @@ class OllamaBackend(HttpBackend):
                 raise ProtocolError(
                     self.name, f"backend '{self.name}' ended the stream before its last line"
                 )
-
-    def _plan_stops(self, template_stops: tuple[str, ...], prompt: FimPrompt) -> tuple[str, ...]:
-        return tuple(limit_stops([*template_stops, *prompt.stop, *self.config.stop], None))
 
     def _options(self, prompt: FimPrompt, template_stops: tuple[str, ...]) -> dict[str, Any]:
         options: dict[str, Any] = {

@@ -12,20 +12,16 @@ from typing import Any
 from anyfill.daemon.backends.base import Capabilities, FimPrompt, StreamObserver
 from anyfill.daemon.backends.chat import chat_plan, chat_prompt
 from anyfill.daemon.backends.common import HttpBackend, join_url
-from anyfill.daemon.backends.openai_completions import STOP_LIMITS, read_openai_stream
+from anyfill.daemon.backends.openai_completions import (
+    STOP_LIMITS,
+    chat_delta_text,
+    read_openai_stream,
+)
 
 __all__ = ["OpenAIChatBackend"]
 
 #: Newer OpenAI models refuse ``max_tokens`` and want ``max_completion_tokens``.
 MAX_COMPLETION_TOKENS_HOSTS = ("api.openai.com",)
-
-
-def _delta_text(choice: dict[str, Any]) -> str | None:
-    delta = choice.get("delta")
-    if isinstance(delta, dict):
-        content = delta.get("content")
-        return content if isinstance(content, str) else None
-    return None
 
 
 class OpenAIChatBackend(HttpBackend):
@@ -68,10 +64,9 @@ class OpenAIChatBackend(HttpBackend):
         ) as response:
             self.report_plan(plan, observer)
             async for chunk in read_openai_stream(
-                self.name, response, _delta_text, observer, self.deadline_check(deadline)
+                self.name, response, chat_delta_text, observer, self.deadline_check(deadline)
             ):
                 yield chunk
 
     async def health(self) -> None:
-        async with self.request("GET", join_url(self.config.url, "/v1", "/models")) as response:
-            await response.aread()
+        await self.probe(join_url(self.config.url, "/v1", "/models"))

@@ -24,7 +24,7 @@ from anyfill.daemon.backends.base import (
     StreamObserver,
     Usage,
 )
-from anyfill.daemon.backends.common import HttpBackend, batch_results, join_url, limit_stops
+from anyfill.daemon.backends.common import HttpBackend, batch_results, join_url, raw_prompt
 from anyfill.daemon.backends.llamacpp import configured_template
 from anyfill.daemon.backends.wire import error_message, iter_sse, parse_json
 from anyfill.daemon.errors import (
@@ -36,13 +36,22 @@ from anyfill.daemon.errors import (
 )
 from anyfill.daemon.fim.templates import TEMPLATES, FimTemplate, detect_template
 
-__all__ = ["OpenAICompletionsBackend", "read_openai_stream"]
+__all__ = ["OpenAICompletionsBackend", "chat_delta_text", "read_openai_stream"]
 
 log = logging.getLogger("anyfill.backends")
 
 NATIVE_SUFFIX_HOSTS = ("api.openai.com", "api.deepseek.com", "api.siliconflow.cn")
 STOP_LIMITS = {"api.openai.com": 4, "api.deepseek.com": 16}
 DEFAULT_STOP_LIMIT = 16
+
+
+def chat_delta_text(choice: dict[str, Any]) -> str | None:
+    """The text of one chat-chunk choice (``delta.content``), for ``read_openai_stream``."""
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        content = delta.get("content")
+        return content if isinstance(content, str) else None
+    return None
 
 
 async def read_openai_stream(
@@ -157,7 +166,7 @@ class OpenAICompletionsBackend(HttpBackend):
         if self.native_suffix():
             body = self._body(prompt, prompt.prefix, ())
             body["suffix"] = prompt.suffix
-            plan = Plan(mode="native", stop=self._plan_stops((), prompt))
+            plan = Plan(mode="native", stop=self.plan_stops((), prompt))
             auto = self.config.options.get("native_suffix", "auto") == "auto"
             started = False
             try:
@@ -171,29 +180,20 @@ class OpenAICompletionsBackend(HttpBackend):
                 self._suffix_refused = True
                 log.info("backend %s refused 'suffix': using a raw template prompt", self.name)
         template = self.template()
-        text = template.render(
-            prompt.prefix,
-            prompt.suffix,
-            extra=prompt.extra,
-            filename=prompt.filename,
-            language=prompt.language,
-        )
+        text = raw_prompt(template, prompt)
         note = (
             "the server refused 'suffix': switched to a raw prompt" if self._suffix_refused else ""
         )
         plan = Plan(
             mode="template",
             template=template.name,
-            stop=self._plan_stops(template.stop, prompt),
+            stop=self.plan_stops(template.stop, prompt),
             note=note,
         )
         async for chunk in self._send(
             self._body(prompt, text, template.stop), plan, observer, deadline
         ):
             yield chunk
-
-    def _plan_stops(self, template_stops: Sequence[str], prompt: FimPrompt) -> tuple[str, ...]:
-        return tuple(limit_stops([*template_stops, *prompt.stop, *self.config.stop], None))
 
     async def _send(
         self,
@@ -239,5 +239,4 @@ class OpenAICompletionsBackend(HttpBackend):
         return batch_results(self.name, answer, len(prompts), observer)
 
     async def health(self) -> None:
-        async with self.request("GET", join_url(self.config.url, "/v1", "/models")) as response:
-            await response.aread()
+        await self.probe(join_url(self.config.url, "/v1", "/models"))
