@@ -71,9 +71,13 @@ def capture_strategies(desktop: Desktop, settings: Settings) -> dict[CaptureStra
 
 
 def default_completer(settings: Settings) -> Any:
+    from anyfill.daemon.bus import EventBus
     from anyfill.daemon.engine import Engine
+    from anyfill.daemon.scheduler.attempt_log import log_attempts
 
-    return Engine(settings)
+    bus = EventBus()  # the scheduler's metrics and cooldowns; the tray and MQTT will listen too
+    log_attempts(bus)
+    return Engine(settings, bus=bus)
 
 
 async def serve(
