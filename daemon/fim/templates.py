@@ -127,72 +127,78 @@ _QWEN_STOP = (
 )
 
 
+_QWEN_TOKENS = ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")
+"""Qwen's FIM tokens; CodeGemma and Granite 4 spell theirs the same way."""
+_STARCODER_TOKENS = ("<fim_prefix>", "<fim_suffix>", "<fim_middle>")
+"""StarCoder's FIM tokens; Granite (code, 3.x) spells its the same way."""
+
+
+def _psm(
+    name: str,
+    stop: tuple[str, ...],
+    tokens: tuple[str, str, str],
+    *,
+    context: ContextStyle = "none",
+    description: str,
+) -> FimTemplate:
+    """A prefix-first template from its (prefix, suffix, middle) tokens."""
+    prefix, suffix, middle = tokens
+    return FimTemplate(
+        name,
+        stop,
+        prefix_token=prefix,
+        suffix_token=suffix,
+        middle_token=middle,
+        context=context,
+        description=description,
+    )
+
+
 _ALL: tuple[FimTemplate, ...] = (
-    FimTemplate(
+    _psm(
         "codellama",
         ("<PRE>", "<SUF>", "<MID>", "<EOT>"),
-        prefix_token="<PRE> ",
-        suffix_token=" <SUF>",
-        middle_token=" <MID>",
+        ("<PRE> ", " <SUF>", " <MID>"),
         description="CodeLlama 7B/13B base or -code",
     ),
-    FimTemplate(
+    _psm(
         "starcoder",
-        ("<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<file_sep>", "<|endoftext|>"),
-        prefix_token="<fim_prefix>",
-        suffix_token="<fim_suffix>",
-        middle_token="<fim_middle>",
+        (*_STARCODER_TOKENS, "<file_sep>", "<|endoftext|>"),
+        _STARCODER_TOKENS,
         context="starcoder",
         description="StarCoder, StarCoderBase, StarCoder2, stable-code",
     ),
-    FimTemplate(
+    _psm(
         "santacoder",
         ("<|endoftext|>", "<fim-prefix>", "<fim-suffix>", "<fim-middle>", "<fim-pad>"),
-        prefix_token="<fim-prefix>",
-        suffix_token="<fim-suffix>",
-        middle_token="<fim-middle>",
+        ("<fim-prefix>", "<fim-suffix>", "<fim-middle>"),
         description="SantaCoder (revision fim); hyphenated tokens",
     ),
-    FimTemplate(
+    _psm(
         "deepseek",
         (_DS_BEGIN, _DS_HOLE, _DS_END, _DS_EOS),
-        prefix_token=_DS_BEGIN,
-        suffix_token=_DS_HOLE,
-        middle_token=_DS_END,
+        (_DS_BEGIN, _DS_HOLE, _DS_END),
         context="deepseek",
         description="DeepSeek-Coder v1 and V2 / V2-Lite base",
     ),
-    FimTemplate(
+    _psm(
         "qwen",
         _QWEN_STOP,
-        prefix_token="<|fim_prefix|>",
-        suffix_token="<|fim_suffix|>",
-        middle_token="<|fim_middle|>",
+        _QWEN_TOKENS,
         context="qwen-auto",
         description="Qwen2.5-Coder / Qwen3-Coder, file level (repo level when files are given)",
     ),
-    FimTemplate(
+    _psm(
         "qwen-repo",
         _QWEN_STOP,
-        prefix_token="<|fim_prefix|>",
-        suffix_token="<|fim_suffix|>",
-        middle_token="<|fim_middle|>",
+        _QWEN_TOKENS,
         context="qwen-repo",
         description="Qwen2.5-Coder repository level",
     ),
-    FimTemplate(
+    _psm(
         "codegemma",
-        (
-            "<|fim_prefix|>",
-            "<|fim_suffix|>",
-            "<|fim_middle|>",
-            "<|file_separator|>",
-            "<end_of_turn>",
-            "<eos>",
-        ),
-        prefix_token="<|fim_prefix|>",
-        suffix_token="<|fim_suffix|>",
-        middle_token="<|fim_middle|>",
+        (*_QWEN_TOKENS, "<|file_separator|>", "<end_of_turn>", "<eos>"),
+        _QWEN_TOKENS,
         description="CodeGemma 2B / 7B base",
     ),
     FimTemplate(
@@ -207,20 +213,16 @@ _ALL: tuple[FimTemplate, ...] = (
         # rendered (a literal "<s>" would be tokenized as text or doubled).
         description="Codestral 22B; suffix first",
     ),
-    FimTemplate(
+    _psm(
         "granite",
-        ("<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<|end_of_text|>"),
-        prefix_token="<fim_prefix>",
-        suffix_token="<fim_suffix>",
-        middle_token="<fim_middle>",
+        (*_STARCODER_TOKENS, "<|end_of_text|>"),
+        _STARCODER_TOKENS,
         description="IBM Granite code, Granite 3.x",
     ),
-    FimTemplate(
+    _psm(
         "granite4",
         ("<|end_of_text|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>"),
-        prefix_token="<|fim_prefix|>",
-        suffix_token="<|fim_suffix|>",
-        middle_token="<|fim_middle|>",
+        _QWEN_TOKENS,
         description="IBM Granite 4",
     ),
     FimTemplate(
@@ -240,7 +242,7 @@ _ALL: tuple[FimTemplate, ...] = (
         context="codegeex",
         description="CodeGeeX4; chat-wrapped, suffix first",
     ),
-    FimTemplate(
+    _psm(
         "seed-coder",
         (
             f"<[end{_SP}of{_SP}sentence]>",
@@ -251,9 +253,7 @@ _ALL: tuple[FimTemplate, ...] = (
             f"<[SEP{_SP}TOKEN]>",
             f"<[begin{_SP}of{_SP}sentence]>",
         ),
-        prefix_token="<[fim-prefix]>",
-        suffix_token="<[fim-suffix]>",
-        middle_token="<[fim-middle]>",
+        ("<[fim-prefix]>", "<[fim-suffix]>", "<[fim-middle]>"),
         description="ByteDance Seed-Coder",
     ),
 )
