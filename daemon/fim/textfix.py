@@ -144,8 +144,8 @@ def strip_preamble(text: str) -> str:
         return text
     rest = text[match.end() :]
     line = match.group(0)
-    if rest.lstrip().startswith(("```", "~~~")) or (
-        _PREAMBLE_TOPIC.search(line) and line.rstrip().endswith(":")
-    ):
-        return rest.lstrip("\n") if rest.lstrip().startswith(("```", "~~~")) else rest
+    if rest.lstrip().startswith(("```", "~~~")):
+        return rest.lstrip("\n")
+    if _PREAMBLE_TOPIC.search(line) and line.rstrip().endswith(":"):
+        return rest
     return text
