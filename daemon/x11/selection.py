@@ -51,9 +51,13 @@ class _Outgoing:
 @dataclass
 class _State:
     offer: Offer
-    since: int
     reader: int | None
     """Client id bits of the program whose fetches count, or None for anyone."""
+
+    @property
+    def since(self) -> int:
+        """The server time we became the owner."""
+        return self.offer.stamp
 
 
 class X11Clipboard:
@@ -135,7 +139,7 @@ class X11Clipboard:
         selection = self._conn.atom(_NAMES[which])
         timestamp = at if at is not None else await self._conn.server_time()
         client = None if reader is None else self._client(reader)
-        state = _State(Offer(snapshot, stamp=timestamp), since=timestamp, reader=client)
+        state = _State(Offer(snapshot, stamp=timestamp), reader=client)
         self._conn.window.set_selection_owner(selection, timestamp)
         owner = self._conn.display.get_selection_owner(selection)
         if getattr(owner, "id", 0) != self._conn.window.id:
@@ -194,25 +198,12 @@ class X11Clipboard:
                 await _spawn_holder(name, text)
 
     async def _save_to_manager(self) -> bool:
-        from Xlib import X
-
         manager = self._conn.atom("CLIPBOARD_MANAGER")
         if int(getattr(self._conn.display.get_selection_owner(manager), "id", 0)) == 0:
             return False
         prop = self._conn.atom("ANYFILL_SAVE")
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._notify[prop] = future
-        try:
-            self._conn.window.convert_selection(
-                manager, self._conn.atom("SAVE_TARGETS"), prop, await self._conn.server_time()
-            )
-            self._conn.flush()
-            event = await asyncio.wait_for(future, 3.0)
-        except TimeoutError:
-            return False
-        finally:
-            self._notify.pop(prop, None)
-        return bool(event.property != X.NONE)
+        timestamp = await self._conn.server_time()
+        return await self._ask_owner(manager, "SAVE_TARGETS", prop, timestamp, 3.0)
 
     def _client(self, window_id: int) -> int:
         """The X client a resource belongs to: ids share the bits outside the id mask."""
@@ -245,10 +236,19 @@ class X11Clipboard:
         self, selection: int, target: str, timestamp: int, timeout_s: float
     ) -> tuple[str, int, Value] | None:
         """Ask the owner for ``target`` into a fresh property and read the answer."""
-        from Xlib import X
-
         self._props += 1
         prop = self._conn.atom(f"ANYFILL_SEL_{self._props % 256}")
+        if not await self._ask_owner(selection, target, prop, timestamp, timeout_s):
+            return None
+        return await self._read_property(prop, timeout_s)
+
+    async def _ask_owner(
+        self, selection: int, target: str, prop: int, timestamp: int, timeout_s: float
+    ) -> bool:
+        """ConvertSelection: True when the owner answered into ``prop``, False when it
+        refused or did not answer in time."""
+        from Xlib import X
+
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._notify[prop] = future
         try:
@@ -257,12 +257,10 @@ class X11Clipboard:
             event = await asyncio.wait_for(future, timeout_s)
         except TimeoutError:
             log.debug("no answer for %s", target)
-            return None
+            return False
         finally:
             self._notify.pop(prop, None)
-        if event.property == X.NONE:
-            return None
-        return await self._read_property(prop, timeout_s)
+        return bool(event.property != X.NONE)
 
     async def _read_property(self, prop: int, timeout_s: float) -> tuple[str, int, Value] | None:
         from Xlib import X
