@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -33,9 +32,9 @@ class ClipSnapshot:
 
     def text(self) -> str | None:
         for target in ("UTF8_STRING", "text/plain;charset=utf-8", "text/plain", "TEXT", "STRING"):
-            data = self.items.get(target, ("", 0, b""))[2]
-            if target in self.items and isinstance(data, bytes):
-                return data.decode("latin-1" if target == "STRING" else "utf-8", "replace")
+            item = self.items.get(target)
+            if item is not None and isinstance(item[2], bytes):
+                return item[2].decode("latin-1" if target == "STRING" else "utf-8", "replace")
         return None
 
     @classmethod
@@ -61,7 +60,6 @@ class Offer:
     stamp: int = 0
     """The platform's timestamp of the ownership (X server time), for ``restore``."""
     fetches: int = 0
-    last_fetch: float = 0.0
     fetched: asyncio.Event = field(default_factory=asyncio.Event)
     """Set on every data fetch; waiters clear it to see the next one."""
     lost: asyncio.Event = field(default_factory=asyncio.Event)
@@ -69,7 +67,6 @@ class Offer:
 
     def note_fetch(self) -> None:
         self.fetches += 1
-        self.last_fetch = time.monotonic()
         self.fetched.set()
 
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from anyfill.daemon.errors import ConfigError, DesktopUnavailable
 
@@ -81,19 +81,6 @@ def parse_hotkey(text: str) -> Hotkey:
             key="hotkeys",
         )
     return Hotkey(tuple(mod for mod in MODIFIERS if mod in mods), keys[0])
-
-
-class HotkeySource(Protocol):
-    """Delivers hotkey presses to ``on_trigger`` on the event loop's thread."""
-
-    async def __aenter__(self) -> HotkeySource: ...
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
 
 
 class PynputHotkeys:

@@ -8,26 +8,18 @@ new clipboard stays: we never restore over it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from anyfill.daemon.desktop import ClipSnapshot, Desktop
 from anyfill.daemon.errors import InsertError
+from anyfill.daemon.waiting import first_set
 
 log = logging.getLogger("anyfill.inject.paste")
 
 QUIET_S = 0.05
 """No further fetch for this long means the app has what it pastes."""
-
-
-@dataclass(frozen=True)
-class PasteResult:
-    fetches: int
-    fetched_after_ms: float
-    restored: bool
 
 
 async def paste(
@@ -39,7 +31,7 @@ async def paste(
     restore_timeout_s: float,
     guard: Callable[[], None],
     reader: int | None = None,
-) -> PasteResult:
+) -> None:
     """Paste ``text``; ``guard`` runs right before the keys and may refuse by raising.
 
     ``reader`` is the target window: only its program's fetches count as "pasted".
@@ -53,12 +45,13 @@ async def paste(
         offer.fetched.clear()
         started = time.monotonic()
         await desktop.keys.press(paste_keys)
-        fetched = await _wait(offer.fetched, restore_timeout_s)
+        fetched = await first_set(offer.fetched, timeout_s=restore_timeout_s)
         first_ms = (time.monotonic() - started) * 1000
         deadline = started + restore_timeout_s
         while fetched and time.monotonic() < deadline:
             offer.fetched.clear()
-            if not await _wait(offer.fetched, min(QUIET_S, deadline - time.monotonic())):
+            quiet_s = min(QUIET_S, deadline - time.monotonic())
+            if not await first_set(offer.fetched, timeout_s=quiet_s):
                 break
         if not fetched:
             raise InsertError(
@@ -68,7 +61,6 @@ async def paste(
         log.debug(
             "the app fetched the paste %d time(s), first after %.1f ms", offer.fetches, first_ms
         )
-        return PasteResult(offer.fetches, first_ms, restored=restore and not offer.lost.is_set())
     finally:
         if saved is not None:
             if offer.lost.is_set():
@@ -77,13 +69,3 @@ async def paste(
                 await clipboard.restore("clipboard", saved)
                 restored = True
         log.debug("paste done, clipboard restored: %s", restored)
-
-
-async def _wait(event: asyncio.Event, timeout_s: float) -> bool:
-    if event.is_set():
-        return True
-    try:
-        await asyncio.wait_for(event.wait(), max(timeout_s, 0.0))
-    except TimeoutError:
-        return False
-    return True
