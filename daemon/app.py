@@ -26,6 +26,7 @@ from anyfill.daemon.errors import DesktopUnavailable
 from anyfill.daemon.hotkeys import Action, bindings_from
 from anyfill.daemon.log import setup_logging
 from anyfill.daemon.pipeline import Pipeline
+from anyfill.daemon.waiting import first_set
 
 log = logging.getLogger("anyfill.app")
 
@@ -101,22 +102,13 @@ async def serve(
             chain = ", ".join(settings.routing.default)
             log.info("anyfill is running; backends in order: %s", chain)
             try:
-                await _first_of(stop, desktop.lost)
+                await first_set(stop, desktop.lost)
             finally:
                 pipelines.clear()
                 await pipeline.aclose()
             if desktop.lost.is_set() and not stop.is_set():
                 raise DesktopUnavailable("the connection to the display was lost")
     log.info("anyfill stopped")
-
-
-async def _first_of(*events: asyncio.Event) -> None:
-    waiters = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
 
 
 def run_daemon(settings: Settings, *, headless: bool, debug: bool = False) -> None:

@@ -9,7 +9,6 @@ clipboard and PRIMARY are saved first and put back afterwards.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
@@ -20,6 +19,7 @@ from anyfill.daemon.apprules import AppSettings
 from anyfill.daemon.capture.base import Captured, trimmed
 from anyfill.daemon.desktop import ClipSnapshot, Desktop, Offer, Target
 from anyfill.daemon.errors import CaptureError
+from anyfill.daemon.waiting import first_set
 
 log = logging.getLogger("anyfill.capture.keyboard")
 
@@ -78,12 +78,12 @@ class KeyboardCapture:
         started = time.monotonic()
         await keys.press(select)
         await keys.press(copy)
-        selected = await _first((clip_offer.lost, primary_offer.lost), empty_timeout_s)
+        selected = await first_set(clip_offer.lost, primary_offer.lost, timeout_s=empty_timeout_s)
         if not selected:
             return _Side("", None, primary_offer)  # nothing to select: caret at this edge
         answered = time.monotonic() - started
         timeout = self._config.copy_timeout_ms / 1000
-        copied = await _first((clip_offer.lost,), timeout)
+        copied = await first_set(clip_offer.lost, timeout_s=timeout)
         text = await clipboard.read_text("clipboard", timeout)
         await keys.press(collapse)
         # A round trip to the app (it owns the clipboard now): it answers after handling
@@ -106,16 +106,3 @@ class _Side:
     @property
     def empty(self) -> bool:
         return self.answered_s is None
-
-
-async def _first(events: tuple[asyncio.Event, ...], timeout_s: float) -> bool:
-    """True as soon as one of ``events`` is set, False after ``timeout_s``."""
-    if any(event.is_set() for event in events):
-        return True
-    waiters = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        done, _ = await asyncio.wait(waiters, timeout=timeout_s, return_when="FIRST_COMPLETED")
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-    return bool(done)
