@@ -11,7 +11,11 @@ import sys
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported when used, so the stub process stays light
+    from anyfill.config.model import BackendConfig, Limits
+    from anyfill.daemon.completion import CompletionRequest, Priority
 
 #: A FIM-sized request: about 1.5 kB of code before the caret and 0.5 kB after it.
 PREFIX = ("def add(a, b):\n    return a + b\n\n" * 48)[:1500] + "def mul(a, b):\n"
@@ -37,6 +41,31 @@ def openai_body(stream: bool = True) -> dict[str, Any]:
         "stream": stream,
         "stop": ["<|endoftext|>", "<|fim_prefix|>"],
     }
+
+
+def stub_config(url: str, limits: Limits | None = None) -> BackendConfig:
+    """The openai-completions backend every benchmark points at the stub."""
+    from anyfill.config.model import BackendConfig, Limits
+
+    return BackendConfig(
+        name="stub",
+        type="openai-completions",
+        url=url,
+        model=MODEL,
+        max_tokens=MAX_TOKENS,
+        limits=limits or Limits(),
+    )
+
+
+def fim_request(request_id: str, app: str, priority: Priority = "interactive") -> CompletionRequest:
+    """A request for the FIM-sized context; ``app`` is its target (one per concurrent worker,
+    or a newer request supersedes it)."""
+    from anyfill.daemon.completion import CompletionRequest
+    from anyfill.daemon.context import Context
+
+    return CompletionRequest(
+        context=Context(prefix=PREFIX, suffix=SUFFIX, app=app), id=request_id, priority=priority
+    )
 
 
 def sse_text(line: str) -> str:

@@ -28,6 +28,7 @@ from anyfill.daemon.scheduler.bench.harness import (
     PREFIX,
     SUFFIX,
     Say,
+    fim_request,
     machine,
     median,
     openai_body,
@@ -35,6 +36,7 @@ from anyfill.daemon.scheduler.bench.harness import (
     quiet,
     sse_text,
     stub,
+    stub_config,
 )
 
 CONCURRENCY = 32
@@ -165,20 +167,13 @@ class Anyfill(BenchClient):
     async def open(self, url: str) -> None:
         import httpx
 
-        from anyfill.config.model import BackendConfig, Limits, RoutingConfig
+        from anyfill.config.model import Limits, RoutingConfig
         from anyfill.daemon.backends.base import FimPrompt
         from anyfill.daemon.backends.http import make_client
         from anyfill.daemon.backends.registry import create_backend
         from anyfill.daemon.scheduler import Scheduler
 
-        config = BackendConfig(
-            name="stub",
-            type="openai-completions",
-            url=url,
-            model=MODEL,
-            max_tokens=MAX_TOKENS,
-            limits=Limits(requests_per_minute=RPM, max_concurrent=CONCURRENCY),
-        )
+        config = stub_config(url, Limits(requests_per_minute=RPM, max_concurrent=CONCURRENCY))
         if self.transport == "default":
             self.client = make_client(config)
         elif self.transport == "httpx":
@@ -200,14 +195,10 @@ class Anyfill(BenchClient):
         self.prompt = FimPrompt(prefix=PREFIX, suffix=SUFFIX, max_tokens=MAX_TOKENS)
 
     async def one(self, worker: int) -> str:
-        from anyfill.daemon.completion import CompletionRequest, Text
-        from anyfill.daemon.context import Context
+        from anyfill.daemon.completion import Text
 
         self.count += 1
-        request = CompletionRequest(
-            context=Context(prefix=PREFIX, suffix=SUFFIX, app=f"bench{worker}"),
-            id=f"b{self.count}",
-        )
+        request = fim_request(f"b{self.count}", app=f"bench{worker}")
         parts = []
         async for event in self.scheduler.dispatch(request, self.prompt):
             if isinstance(event, Text):

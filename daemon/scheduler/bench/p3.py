@@ -18,29 +18,28 @@ from typing import Any
 
 from anyfill.daemon.scheduler.bench.harness import (
     MAX_TOKENS,
-    MODEL,
     PREFIX,
     SUFFIX,
     Say,
     Stub,
+    fim_request,
     machine,
     openai_body,
     quantile,
     quiet,
     stub,
+    stub_config,
 )
 
 
 def _scheduler(url: str) -> tuple[Any, Any, Any]:
-    from anyfill.config.model import BackendConfig, RoutingConfig
+    from anyfill.config.model import RoutingConfig
     from anyfill.daemon.backends.base import FimPrompt
     from anyfill.daemon.backends.http import make_client
     from anyfill.daemon.backends.registry import create_backend
     from anyfill.daemon.scheduler import Scheduler
 
-    config = BackendConfig(
-        name="stub", type="openai-completions", url=url, model=MODEL, max_tokens=MAX_TOKENS
-    )
+    config = stub_config(url)
     client = make_client(config)
     backend = create_backend(config, client, "sk-bench")
     scheduler = Scheduler([backend], RoutingConfig(default=["stub"]))
@@ -56,16 +55,13 @@ async def _arrived(server: Stub, count: int) -> None:
 async def _anyfill_samples(server: Stub, samples: int, how: str) -> list[float]:
     """Cancel times (monotonic) of ``samples`` requests cancelled the way ``how`` says."""
     from anyfill.daemon.completion import CompletionRequest, Text
-    from anyfill.daemon.context import Context
     from anyfill.daemon.errors import RequestDropped
 
     scheduler, client, prompt = _scheduler(server.url)
     cancels: list[float] = []
     try:
         for index in range(samples):
-            request = CompletionRequest(
-                context=Context(prefix=PREFIX, suffix=SUFFIX, app="p3"), id=f"{how}{index}"
-            )
+            request = fim_request(f"{how}{index}", app="p3")
             first_text = asyncio.Event()
 
             async def consume(
@@ -81,9 +77,7 @@ async def _anyfill_samples(server: Stub, samples: int, how: str) -> list[float]:
             else:
                 await first_text.wait()
             if how == "supersede":
-                newer = CompletionRequest(
-                    context=Context(prefix=PREFIX, suffix=SUFFIX, app="p3"), id=f"new{index}"
-                )
+                newer = fim_request(f"new{index}", app="p3")
                 cancels.append(time.monotonic())
                 replacement = scheduler.dispatch(newer, prompt)
                 await replacement.__anext__()  # registers the newer request: the old one drops

@@ -16,14 +16,15 @@ from typing import Any
 
 from anyfill.daemon.scheduler.bench.harness import (
     MAX_TOKENS,
-    MODEL,
     PREFIX,
     SUFFIX,
     Say,
+    fim_request,
     machine,
     median,
     quiet,
     stub,
+    stub_config,
 )
 
 REQUESTS = 32
@@ -31,33 +32,21 @@ COST = ("--base-ms", "40", "--per-prompt-ms", "2", "--slots", "4")
 
 
 async def _round(url: str, batched: bool) -> float:
-    from anyfill.config.model import BackendConfig, Limits, RoutingConfig
+    from anyfill.config.model import Limits, RoutingConfig
     from anyfill.daemon.backends.base import FimPrompt
     from anyfill.daemon.backends.http import make_client
     from anyfill.daemon.backends.registry import create_backend
-    from anyfill.daemon.completion import CompletionRequest, Text
-    from anyfill.daemon.context import Context
+    from anyfill.daemon.completion import Text
     from anyfill.daemon.scheduler import Scheduler
 
-    config = BackendConfig(
-        name="stub",
-        type="openai-completions",
-        url=url,
-        model=MODEL,
-        max_tokens=MAX_TOKENS,
-        limits=Limits(max_concurrent=REQUESTS),
-    )
+    config = stub_config(url, Limits(max_concurrent=REQUESTS))
     client = make_client(config)
     backend = create_backend(config, client, "sk-bench")
     priorities = frozenset({"batch"}) if batched else frozenset()
     scheduler = Scheduler([backend], RoutingConfig(default=["stub"]), batch_priorities=priorities)
 
     async def one(index: int) -> str:
-        request = CompletionRequest(
-            context=Context(prefix=PREFIX, suffix=SUFFIX, app=f"doc{index}"),
-            id=f"q{index}",
-            priority="batch",
-        )
+        request = fim_request(f"q{index}", app=f"doc{index}", priority="batch")
         prompt = FimPrompt(prefix=f"{PREFIX}# {index}\n", suffix=SUFFIX, max_tokens=MAX_TOKENS)
         parts = [e.chunk async for e in scheduler.dispatch(request, prompt) if isinstance(e, Text)]
         return "".join(parts)

@@ -21,13 +21,14 @@ from collections.abc import AsyncIterator
 
 from anyfill.daemon.scheduler.bench.harness import (
     MAX_TOKENS,
-    MODEL,
     PREFIX,
     SUFFIX,
     Say,
+    fim_request,
     machine,
     quiet,
     stub,
+    stub_config,
 )
 
 LIMIT = 50
@@ -49,23 +50,14 @@ def most_in_any_window(times: list[float], window: float) -> int:
 
 
 async def _run(url: str) -> tuple[list[float], float, float]:
-    from anyfill.config.model import BackendConfig, Limits, RoutingConfig
+    from anyfill.config.model import Limits, RoutingConfig
     from anyfill.daemon.backends.base import Backend, FimPrompt, StreamObserver
     from anyfill.daemon.backends.http import make_client
     from anyfill.daemon.backends.registry import create_backend
-    from anyfill.daemon.completion import CompletionRequest
-    from anyfill.daemon.context import Context
     from anyfill.daemon.errors import RequestDropped
     from anyfill.daemon.scheduler import Scheduler
 
-    config = BackendConfig(
-        name="stub",
-        type="openai-completions",
-        url=url,
-        model=MODEL,
-        max_tokens=MAX_TOKENS,
-        limits=Limits(requests_per_minute=LIMIT, max_concurrent=64),
-    )
+    config = stub_config(url, Limits(requests_per_minute=LIMIT, max_concurrent=64))
     client = make_client(config)
     real = create_backend(config, client, "sk-bench")
     sent: list[float] = []
@@ -85,9 +77,7 @@ async def _run(url: str) -> tuple[list[float], float, float]:
     prompt = FimPrompt(prefix=PREFIX, suffix=SUFFIX, max_tokens=MAX_TOKENS)
 
     async def one(index: int) -> None:
-        request = CompletionRequest(
-            context=Context(prefix=PREFIX, suffix=SUFFIX, app=f"w{index}"), id=f"o{index}"
-        )
+        request = fim_request(f"o{index}", app=f"w{index}")
         with contextlib.suppress(RequestDropped):
             async for _ in scheduler.dispatch(request, prompt):
                 pass
