@@ -98,11 +98,10 @@ class Keys(Protocol):
         """Press and release a chord written like ``<ctrl>+<shift>+<home>``."""
         ...
 
-    def can_type(self, text: str) -> bool:
-        """True when every character of ``text`` has a key on the current layout."""
+    async def type_text(self, text: str) -> bool:
+        """Type ``text`` as key events; False, with nothing sent, when a character has no
+        key on the current layout."""
         ...
-
-    async def type_text(self, text: str) -> None: ...
 
     async def wait_released(self, timeout_s: float) -> bool:
         """Wait until the user let go of every key; False when the wait timed out."""

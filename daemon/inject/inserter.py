@@ -37,13 +37,12 @@ class Inserter:
 
         guard()
         method, why = choose(app.mode, text, self._config.type_max_chars)
-        if method == "type" and not self._desktop.keys.can_type(text):
+        if method == "type":
+            if await self._desktop.keys.type_text(text):
+                return method
             method, why = "paste", "the keyboard layout lacks a key for some characters"
         if why:
             log.info("%s: %s", method, why)
-        if method == "type":
-            await self._desktop.keys.type_text(text)
-            return method
         await paste(
             self._desktop,
             text,

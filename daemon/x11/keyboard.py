@@ -7,6 +7,7 @@ import logging
 import time
 from typing import Any
 
+from anyfill.daemon.errors import ConfigError, DesktopUnavailable
 from anyfill.daemon.hotkeys import Hotkey, parse_hotkey
 from anyfill.daemon.x11.connection import XConnection
 
@@ -63,16 +64,12 @@ class X11Keys:
             return ord(name) if 0x20 <= ord(name) <= 0x7E else 0x01000000 + ord(name)
         keysym = int(XK.string_to_keysym(KEYSYM_NAMES.get(name, name)))
         if not keysym:
-            from anyfill.daemon.errors import ConfigError
-
             raise ConfigError(f"no X key named {name!r}", key="hotkeys")
         return keysym
 
     def keycode(self, name: str) -> int:
         keycode = int(self._conn.display.keysym_to_keycode(self.keysym(name)))
         if not keycode:
-            from anyfill.daemon.errors import DesktopUnavailable
-
             raise DesktopUnavailable(f"the keyboard layout has no key for {name!r}")
         return keycode
 
@@ -125,18 +122,13 @@ class X11Keys:
             plan.append((code, shift))
         return plan
 
-    def can_type(self, text: str) -> bool:
-        return self._plan(text) is not None
-
-    async def type_text(self, text: str) -> None:
+    async def type_text(self, text: str) -> bool:
         from Xlib import X
         from Xlib.ext import xtest
 
         plan = self._plan(text)
         if plan is None:
-            from anyfill.daemon.errors import InsertError
-
-            raise InsertError("the text has characters without a key; paste it instead")
+            return False
         display = self._conn.display
         shift = self.keycode("shift")
         self._sending += 1
@@ -152,6 +144,7 @@ class X11Keys:
         finally:
             self._sending -= 1
         self._conn.schedule_pump()
+        return True
 
     async def wait_released(self, timeout_s: float) -> bool:
         """Poll XQueryKeymap until no key is down (the hotkey's own keys included).

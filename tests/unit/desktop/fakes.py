@@ -59,6 +59,8 @@ class FakeKeys:
         self.pressed: list[str] = []
         self.typed: list[str] = []
         self.pasted: list[str] = []
+        self.layout_lacks: set[str] = set()
+        """Characters the fake keyboard layout has no key for (besides non-ASCII)."""
 
     @property
     def injecting(self) -> bool:
@@ -71,11 +73,11 @@ class FakeKeys:
             self.pasted.append(offer.snapshot.text() or "")
             offer.note_fetch()  # the application reads what it pastes
 
-    def can_type(self, text: str) -> bool:
-        return text.isascii()
-
-    async def type_text(self, text: str) -> None:
+    async def type_text(self, text: str) -> bool:
+        if not text.isascii() or any(char in self.layout_lacks for char in text):
+            return False  # as a layout without keys for these characters answers
         self.typed.append(text)
+        return True
 
     async def wait_released(self, timeout_s: float) -> bool:
         return True
