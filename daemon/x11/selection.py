@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from anyfill.daemon.desktop import ClipSnapshot, Offer, Value, Which
+from anyfill.daemon.errors import InsertError
 from anyfill.daemon.x11.connection import XConnection
 
 log = logging.getLogger("anyfill.x11.selection")
@@ -126,8 +127,6 @@ class X11Clipboard:
     async def offer(self, which: Which, snapshot: ClipSnapshot, reader: int | None = None) -> Offer:
         state = await self._claim(which, snapshot, reader, None)
         if state is None:
-            from anyfill.daemon.errors import InsertError
-
             raise InsertError(f"could not take the {_NAMES[which]} selection")
         return state.offer
 
