@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import sys
 from collections.abc import Callable
@@ -42,13 +41,6 @@ def open_desktop(
         settings.hotkeys.complete, settings.hotkeys.preview, settings.hotkeys.cancel
     )
     if sys.platform.startswith("linux"):
-        if not os.environ.get("DISPLAY"):
-            wayland = (
-                " (Wayland sessions need Xwayland and DISPLAY)"
-                if os.environ.get("WAYLAND_DISPLAY")
-                else ""
-            )
-            raise DesktopUnavailable(f"no X display: DISPLAY is not set{wayland}")
         from anyfill.daemon.x11.desktop import X11Desktop
 
         return X11Desktop(bindings, on_trigger)

@@ -55,9 +55,12 @@ class XConnection:
     def open(self) -> None:
         name = self._display_name or os.environ.get("DISPLAY", "")
         if not name:
-            raise DesktopUnavailable(
-                "no X display: DISPLAY is not set (start anyfill inside your desktop session)"
+            wayland = (
+                " (Wayland sessions need Xwayland and DISPLAY)"
+                if os.environ.get("WAYLAND_DISPLAY")
+                else ""
             )
+            raise DesktopUnavailable(f"no X display: DISPLAY is not set{wayland}")
         from Xlib import X, display, error
 
         try:
