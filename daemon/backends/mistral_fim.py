@@ -12,7 +12,7 @@ from typing import Any
 
 from anyfill.daemon.backends.base import Capabilities, FimPrompt, Plan, StreamObserver
 from anyfill.daemon.backends.common import HttpBackend, join_url
-from anyfill.daemon.backends.openai_completions import chat_delta_text, read_openai_stream
+from anyfill.daemon.backends.openai_completions import chat_delta_text, stream_openai
 
 __all__ = ["MistralFimBackend"]
 
@@ -51,14 +51,16 @@ class MistralFimBackend(HttpBackend):
         if stops:
             body["stop"] = stops
         plan = Plan(mode="native", stop=self.plan_stops((), prompt))
-        async with self.request(
-            "POST", self.endpoint(), json=self.with_options(body), observer=observer
-        ) as response:
-            self.report_plan(plan, observer)
-            async for chunk in read_openai_stream(
-                self.name, response, chat_delta_text, observer, self.deadline_check(deadline)
-            ):
-                yield chunk
+        async for chunk in stream_openai(
+            self,
+            self.endpoint(),
+            body,
+            plan,
+            observer=observer,
+            deadline=deadline,
+            text_of=chat_delta_text,
+        ):
+            yield chunk
 
     async def health(self) -> None:
         await self.probe(join_url(self.config.url, "/v1", "/models"))

@@ -15,7 +15,7 @@ from anyfill.daemon.backends.common import HttpBackend, join_url
 from anyfill.daemon.backends.openai_completions import (
     STOP_LIMITS,
     chat_delta_text,
-    read_openai_stream,
+    stream_openai,
 )
 
 __all__ = ["OpenAIChatBackend"]
@@ -59,14 +59,16 @@ class OpenAIChatBackend(HttpBackend):
         }
         if self.config.model:
             body["model"] = self.config.model
-        async with self.request(
-            "POST", self.endpoint(), json=self.with_options(body), observer=observer
-        ) as response:
-            self.report_plan(plan, observer)
-            async for chunk in read_openai_stream(
-                self.name, response, chat_delta_text, observer, self.deadline_check(deadline)
-            ):
-                yield chunk
+        async for chunk in stream_openai(
+            self,
+            self.endpoint(),
+            body,
+            plan,
+            observer=observer,
+            deadline=deadline,
+            text_of=chat_delta_text,
+        ):
+            yield chunk
 
     async def health(self) -> None:
         await self.probe(join_url(self.config.url, "/v1", "/models"))

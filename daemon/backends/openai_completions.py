@@ -36,7 +36,12 @@ from anyfill.daemon.errors import (
 )
 from anyfill.daemon.fim.templates import TEMPLATES, FimTemplate, detect_template
 
-__all__ = ["OpenAICompletionsBackend", "chat_delta_text", "read_openai_stream"]
+__all__ = [
+    "OpenAICompletionsBackend",
+    "chat_delta_text",
+    "read_openai_stream",
+    "stream_openai",
+]
 
 log = logging.getLogger("anyfill.backends")
 
@@ -95,6 +100,28 @@ async def read_openai_stream(
         check_deadline()
     if not finished:
         raise ProtocolError(backend, f"backend '{backend}' ended the stream before [DONE]")
+
+
+async def stream_openai(
+    backend: HttpBackend,
+    url: str,
+    body: dict[str, Any],
+    plan: Plan,
+    *,
+    observer: StreamObserver | None,
+    deadline: float,
+    text_of: Callable[[dict[str, Any]], str | None],
+) -> AsyncIterator[str]:
+    """POST a streamed OpenAI-style request (completions, chat, Mistral FIM) and yield its
+    text; the plan is reported once the server accepted the request."""
+    async with backend.request(
+        "POST", url, json=backend.with_options(body), observer=observer
+    ) as response:
+        backend.report_plan(plan, observer)
+        async for chunk in read_openai_stream(
+            backend.name, response, text_of, observer, backend.deadline_check(deadline)
+        ):
+            yield chunk
 
 
 class OpenAICompletionsBackend(HttpBackend):
@@ -170,7 +197,7 @@ class OpenAICompletionsBackend(HttpBackend):
             auto = self.config.options.get("native_suffix", "auto") == "auto"
             started = False
             try:
-                async for chunk in self._send(body, plan, observer, deadline):
+                async for chunk in self._stream_text(body, plan, observer, deadline):
                     started = True
                     yield chunk
                 return
@@ -190,30 +217,22 @@ class OpenAICompletionsBackend(HttpBackend):
             stop=self.plan_stops(template.stop, prompt),
             note=note,
         )
-        async for chunk in self._send(
-            self._body(prompt, text, template.stop), plan, observer, deadline
-        ):
+        body = self._body(prompt, text, template.stop)
+        async for chunk in self._stream_text(body, plan, observer, deadline):
             yield chunk
 
-    async def _send(
-        self,
-        body: dict[str, Any],
-        plan: Plan,
-        observer: StreamObserver | None,
-        deadline: float,
+    def _stream_text(
+        self, body: dict[str, Any], plan: Plan, observer: StreamObserver | None, deadline: float
     ) -> AsyncIterator[str]:
-        async with self.request(
-            "POST", self.endpoint(), json=self.with_options(body), observer=observer
-        ) as response:
-            self.report_plan(plan, observer)
-            async for chunk in read_openai_stream(
-                self.name,
-                response,
-                lambda choice: choice.get("text"),
-                observer,
-                self.deadline_check(deadline),
-            ):
-                yield chunk
+        return stream_openai(
+            self,
+            self.endpoint(),
+            body,
+            plan,
+            observer=observer,
+            deadline=deadline,
+            text_of=lambda c: c.get("text"),
+        )
 
     async def complete_batch(
         self, prompts: Sequence[FimPrompt], observer: StreamObserver | None = None
