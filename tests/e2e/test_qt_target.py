@@ -92,12 +92,14 @@ def press(x: XSession, daemon: Daemon, keys: str = HOTKEY) -> Outcome:
     return daemon.wait_outcome(count + 1)
 
 
-def press_until_requested(x: XSession, daemon: Daemon, server: LoopbackServer) -> int:
+def press_until_requested(
+    x: XSession, daemon: Daemon, server: LoopbackServer, keys: str = HOTKEY
+) -> int:
     """Press the hotkey and return once its request reached the backend; the result is
     the number of outcomes logged before the press."""
     before = len(infill(server))
     count = len(daemon.outcomes())
-    x.key(HOTKEY)
+    x.key(keys)
     wait_until(lambda: len(infill(server)) > before, 5, "the request")
     return count
 

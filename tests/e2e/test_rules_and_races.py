@@ -14,8 +14,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.harness import Daemon, QtTarget, XSession, daemon_config, wait_until
-from tests.e2e.test_qt_target import USER_CLIP, infill, unique
+from tests.e2e.harness import Daemon, QtTarget, XSession, daemon_config
+from tests.e2e.test_qt_target import (
+    USER_CLIP,
+    answer_next,
+    infill,
+    press,
+    press_until_requested,
+    unique,
+)
 from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
 from tests.servers.script import Reply
@@ -72,8 +79,7 @@ def start(x: XSession, target: QtTarget, text: str, reply: Reply, llama: LlamaCp
     target.set(text, 6)
     x.focus(target.wid)
     x.set_clipboard(USER_CLIP)
-    llama.queue.clear()
-    llama.push(reply)
+    answer_next(llama, reply)
 
 
 @pytest.mark.parametrize(
@@ -89,10 +95,8 @@ def test_type_mode_types_ascii_and_pastes_the_rest(
 ) -> None:
     text = unique("Hello world")
     start(x, typist, text, Reply(text=reply), llama[0])
-    count = len(ruled.outcomes())
 
-    x.key(KEY)
-    outcome = ruled.wait_outcome(count + 1)
+    outcome = press(x, ruled, KEY)
 
     assert (outcome.status, outcome.method) == ("inserted", method)
     state = typist.state()
@@ -108,10 +112,8 @@ def test_unfetched_paste_restores_the_clipboard_after_the_timeout(
 ) -> None:
     text = unique("Hello world")
     start(x, deaf, text, Reply(text="never "), llama[0])
-    count = len(ruled.outcomes())
 
-    x.key(KEY)
-    outcome = ruled.wait_outcome(count + 1)
+    outcome = press(x, ruled, KEY)
 
     assert outcome.status == "failed", outcome
     assert "did not fetch the pasted text" in outcome.reason
@@ -124,11 +126,8 @@ def test_a_copy_made_while_pasting_is_never_overwritten(
 ) -> None:
     text = unique("Hello world")
     start(x, deaf, text, Reply(text="never "), llama[0])
-    before = len(infill(llama[1]))
-    count = len(ruled.outcomes())
 
-    x.key(KEY)
-    wait_until(lambda: len(infill(llama[1])) > before, 5, "the request")
+    count = press_until_requested(x, ruled, llama[1], KEY)
     time.sleep(0.3)  # the paste is waiting for a fetch that never comes
     x.set_clipboard("copied meanwhile")
     outcome = ruled.wait_outcome(count + 1)
@@ -147,10 +146,8 @@ def test_app_rule_copy_and_paste_keys_are_used(
         text = unique("Hello world")
         start(x, target, text, Reply(text="big "), llama[0])
         before = len(infill(llama[1]))
-        count = len(ruled.outcomes())
 
-        x.key(KEY)
-        outcome = ruled.wait_outcome(count + 1)
+        outcome = press(x, ruled, KEY)
 
         assert outcome.status == "inserted", outcome
         sent = infill(llama[1])[before:]
