@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.servers.http import RecordedRequest, Response
-from tests.servers.script import Reply, Scripted, sse, stream_pieces
+from tests.servers.script import KeyedScripted, sse, stream_pieces
 
 VERSION = "2023-06-01"
 PREFILL_400 = (
@@ -55,16 +55,10 @@ def anthropic_error(kind: str, message: str) -> dict[str, Any]:
     }
 
 
-class Anthropic(Scripted):
+class Anthropic(KeyedScripted):
     """A scripted Messages API; ``api_key`` checks ``x-api-key``."""
 
     routes = (("POST", r"/v1/messages"), ("GET", r"/v1/models"))
-
-    def __init__(
-        self, *replies: Reply, default: Reply | None = None, api_key: str | None = None
-    ) -> None:
-        super().__init__(*replies, default=default)
-        self.api_key = api_key
 
     async def __call__(self, request: RecordedRequest, response: Response) -> None:
         body = request.json() or {}

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from tests.servers.http import RecordedRequest, Response
-from tests.servers.script import Reply, Scripted, stream_pieces
+from tests.servers.script import KeyedScripted, Reply, stream_pieces
 
 STATUS = {
     "auth": (400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key."),
@@ -66,19 +66,13 @@ def gemini_error(reply: Reply, model: str) -> tuple[int, dict[str, Any]]:
     return status, {"error": error}
 
 
-class Gemini(Scripted):
+class Gemini(KeyedScripted):
     """A scripted Gemini API; ``api_key`` checks ``x-goog-api-key`` (or ``?key=``)."""
 
     routes = (
         ("POST", r"/v1(beta)?/models/[^/:]+:(stream)?[gG]enerateContent"),
         ("GET", r"/v1(beta)?/models/[^/:]+"),
     )
-
-    def __init__(
-        self, *replies: Reply, default: Reply | None = None, api_key: str | None = None
-    ) -> None:
-        super().__init__(*replies, default=default)
-        self.api_key = api_key
 
     async def __call__(self, request: RecordedRequest, response: Response) -> None:
         model_part, _, method = request.path.rsplit("/", 1)[-1].partition(":")

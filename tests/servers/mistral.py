@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.servers.http import RecordedRequest, Response
-from tests.servers.script import Reply, Scripted, now, sse, stream_pieces
+from tests.servers.script import KeyedScripted, Reply, now, sse, stream_pieces
 
 REQUEST_ID = "0123456789abcdef0123456789abcdef"
 
@@ -41,16 +41,10 @@ def mistral_error(reply: Reply, model: str) -> dict[str, Any]:
     }
 
 
-class MistralFim(Scripted):
+class MistralFim(KeyedScripted):
     """A scripted Codestral FIM endpoint; ``api_key`` checks ``Authorization: Bearer``."""
 
     routes = (("POST", r"/v1/fim/completions"), ("GET", r"/v1/models"))
-
-    def __init__(
-        self, *replies: Reply, default: Reply | None = None, api_key: str | None = None
-    ) -> None:
-        super().__init__(*replies, default=default)
-        self.api_key = api_key
 
     async def __call__(self, request: RecordedRequest, response: Response) -> None:
         body = request.json() or {}

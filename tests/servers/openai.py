@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.servers.http import RecordedRequest, Response
-from tests.servers.script import Reply, Scripted, now, sse, stream_pieces
+from tests.servers.script import KeyedScripted, Reply, now, sse, stream_pieces
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
@@ -49,7 +49,7 @@ def openai_error(reply: Reply, model: str = "") -> dict[str, Any]:
     }
 
 
-class OpenAI(Scripted):
+class OpenAI(KeyedScripted):
     """``POST /v1/completions``, ``/beta/completions``, ``/v1/chat/completions``.
 
     ``api_key``: when set, a missing or wrong ``Authorization: Bearer`` gets a 401.
@@ -76,8 +76,7 @@ class OpenAI(Scripted):
         max_stop: int | None = None,
         model: str = "test-model",
     ) -> None:
-        super().__init__(*replies, default=default)
-        self.api_key = api_key
+        super().__init__(*replies, default=default, api_key=api_key)
         self.reject_suffix = reject_suffix
         self.max_stop = max_stop
         self.model = model

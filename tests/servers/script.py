@@ -173,3 +173,14 @@ def sse(data: Any, event: str | None = None, *, sep: str = "\n") -> bytes:
 
 def now() -> int:
     return int(time.time())
+
+
+class KeyedScripted(Scripted):
+    """A responder for an API that takes a key; ``api_key`` (when set) is the only one the
+    server accepts, checked in the header that API uses."""
+
+    def __init__(
+        self, *replies: Reply, default: Reply | None = None, api_key: str | None = None
+    ) -> None:
+        super().__init__(*replies, default=default)
+        self.api_key = api_key
