@@ -130,10 +130,6 @@ class Clipboard(Protocol):
         """
         ...
 
-    def current_offer(self, which: Which) -> Offer | None:
-        """Our live offer for ``which``, or None when another program owns it."""
-        ...
-
     async def read_text(self, which: Which, timeout_s: float) -> str | None: ...
 
     async def reclaim(self, which: Which, window_id: int) -> bool:

@@ -84,10 +84,6 @@ class X11Clipboard:
 
     # -- ports -----------------------------------------------------------------------
 
-    def current_offer(self, which: Which) -> Offer | None:
-        state = self._owned.get(self._conn.atom(_NAMES[which]))
-        return state.offer if state else None
-
     async def snapshot(self, which: Which) -> ClipSnapshot:
         """Every format the current owner offers (our own offer is copied directly)."""
         from Xlib import X
