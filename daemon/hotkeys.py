@@ -13,6 +13,7 @@ import logging
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from types import TracebackType
 from typing import Any, Literal
 
@@ -109,7 +110,10 @@ class PynputHotkeys:
             raise DesktopUnavailable(f"global hotkeys are unavailable: {exc}") from exc
         _check_permissions(keyboard)
         hotkeys = {
-            action: keyboard.HotKey(keyboard.HotKey.parse(str(hotkey)), _fire(loop, self, action))
+            action: keyboard.HotKey(
+                keyboard.HotKey.parse(str(hotkey)),
+                partial(loop.call_soon_threadsafe, self._on_trigger, action),
+            )
             for action, hotkey in self._bindings.items()
         }
 
@@ -140,13 +144,6 @@ class PynputHotkeys:
         if self._listener is not None:
             self._listener.stop()
             self._listener = None
-
-    def trigger(self, action: Action) -> None:
-        self._on_trigger(action)
-
-
-def _fire(loop: asyncio.AbstractEventLoop, source: PynputHotkeys, action: Action) -> Any:
-    return lambda: loop.call_soon_threadsafe(source.trigger, action)
 
 
 def _check_permissions(keyboard: Any) -> None:
