@@ -10,6 +10,7 @@ Stop lists are cut to the server's limit (OpenAI 4, DeepSeek 16; ``options.max_s
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -156,9 +157,15 @@ class OpenAICompletionsBackend(HttpBackend):
             return configured
         return STOP_LIMITS.get(self.host, DEFAULT_STOP_LIMIT)
 
+    @functools.cached_property
+    def _known_template(self) -> FimTemplate | None:
+        """The configured template, else the model's (the config never changes: look once)."""
+        return configured_template(self.name, self.config.template) or detect_template(
+            self.config.model
+        )
+
     def template(self) -> FimTemplate:
-        explicit = configured_template(self.name, self.config.template)
-        found = explicit or detect_template(self.config.model)
+        found = self._known_template
         if found is None:
             raise ConfigError(
                 f"backend '{self.name}': cannot tell the FIM template of model "
