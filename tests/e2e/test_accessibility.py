@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.harness import HOTKEY, Daemon, QtTarget, XSession, daemon_config
-from tests.e2e.test_qt_target import USER_CLIP, USER_PRIMARY, infill
+from tests.e2e.harness import Daemon, QtTarget, XSession, daemon_config
+from tests.e2e.test_qt_target import USER_CLIP, USER_PRIMARY, answer_next, infill, prepare, press
 from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
 from tests.servers.script import Reply
@@ -87,18 +87,12 @@ def test_capture_by_accessibility_sends_no_capture_keys(
     target = QtTarget(a11y, "anyfill-a11y-target")
     try:
         text = "first line a11y\nHello world"
-        target.set(text, 22)
-        a11y.focus(target.wid)
-        a11y.set_clipboard(USER_CLIP)
-        a11y.set_clipboard(USER_PRIMARY, "primary")
+        prepare(a11y, target, text, 22)
         responder, server = llama
-        responder.queue.clear()
-        responder.push(Reply(text="big "))
+        answer_next(responder, Reply(text="big "))
         before = len(infill(server))
-        count = len(a11y_daemon.outcomes())
 
-        a11y.key(HOTKEY)
-        outcome = a11y_daemon.wait_outcome(count + 1)
+        outcome = press(a11y, a11y_daemon)
 
         assert (outcome.status, outcome.capture) == ("inserted", "accessibility"), outcome
         sent = infill(server)[before:]
@@ -125,10 +119,8 @@ def test_password_field_is_neither_read_nor_filled(
         target.set("hunter2", 3)
         a11y.focus(target.wid)
         before = len(infill(llama[1]))
-        count = len(a11y_daemon.outcomes())
 
-        a11y.key(HOTKEY)
-        outcome = a11y_daemon.wait_outcome(count + 1)
+        outcome = press(a11y, a11y_daemon)
 
         assert outcome.status == "skipped", outcome
         assert "password field" in outcome.reason

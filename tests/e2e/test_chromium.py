@@ -22,6 +22,7 @@ from tests.e2e.harness import Daemon, XSession, wait_until
 from tests.e2e.test_qt_target import (
     USER_CLIP,
     USER_PRIMARY,
+    answer_next,
     assert_selections_restored,
     infill,
     press,
@@ -110,8 +111,7 @@ def test_completion_in_chromium(
     x.set_clipboard(USER_CLIP)
     x.set_clipboard(USER_PRIMARY, "primary")
     responder, server = llama
-    responder.queue.clear()
-    responder.push(Reply(text=reply))
+    answer_next(responder, Reply(text=reply))
     before = len(infill(server))
 
     outcome = press(x, daemon)

@@ -23,6 +23,7 @@ from tests.e2e.harness import Daemon, XSession, wait_until
 from tests.e2e.test_qt_target import (
     USER_CLIP,
     USER_PRIMARY,
+    answer_next,
     assert_selections_restored,
     infill,
     press,
@@ -104,8 +105,7 @@ def test_completion_in_mousepad(
     x.set_clipboard(USER_CLIP)
     x.set_clipboard(USER_PRIMARY, "primary")
     responder, server = llama
-    responder.queue.clear()
-    responder.push(Reply(text=case.reply))
+    answer_next(responder, Reply(text=case.reply))
     before = len(infill(server))
 
     outcome = press(x, daemon)

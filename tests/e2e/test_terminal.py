@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from tests.e2e.harness import Daemon, XSession, wait_until
-from tests.e2e.test_qt_target import USER_PRIMARY, infill, press
+from tests.e2e.test_qt_target import USER_PRIMARY, answer_next, infill, press
 from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
 from tests.servers.script import Reply
@@ -48,8 +48,7 @@ def test_terminal_gets_clipboard_mode_and_no_keys(
         x.set_clipboard("SELECT * FROM users WHERE <|cursor|> LIMIT 1")
         x.set_clipboard(USER_PRIMARY, "primary")
         responder, server = llama
-        responder.queue.clear()
-        responder.push(Reply(text="id = 1"))
+        answer_next(responder, Reply(text="id = 1"))
         before = len(infill(server))
 
         outcome = press(x, daemon)
