@@ -1,1 +1,4 @@
-"""anyfill's headless asyncio core. Never imports Qt (see tests/unit/foundation/test_boundaries.py)."""
+"""anyfill's headless asyncio core.
+
+Never imports Qt: tests/unit/foundation/test_boundaries.py and lint-imports check it.
+"""
