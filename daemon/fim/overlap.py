@@ -9,6 +9,8 @@ checking which reading leaves the brackets and quotes balanced.
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "imbalance",
     "trim_following_lines",
@@ -24,6 +26,8 @@ _WINDOW = 2000
 _MAX_CANDIDATES = 16
 _MIN_ECHO = 3
 """Non-space characters a prefix echo needs: shorter ones are too likely to be real text."""
+_NEWLINE = re.compile("\n")
+_INDENT = re.compile(r"[ \t]*")
 
 
 def _is_word(char: str) -> bool:
@@ -121,8 +125,13 @@ def trim_suffix_echo(middle: str, prefix: str, suffix: str) -> str:
     return middle
 
 
+def _indent_at(text: str, start: int) -> int:
+    match = _INDENT.match(text, start)
+    return match.end() - start if match else 0
+
+
 def _line_starts(text: str) -> list[int]:
-    return [0, *(i + 1 for i, char in enumerate(text) if char == "\n")]
+    return [0, *(match.end() for match in _NEWLINE.finditer(text))]
 
 
 def trim_prefix_echo(middle: str, prefix: str) -> str:
@@ -136,10 +145,12 @@ def trim_prefix_echo(middle: str, prefix: str) -> str:
     """
     current = prefix[prefix.rfind("\n") + 1 :]
     for start in _line_starts(prefix):
-        tail = prefix[start:]
         if start > 0 and not current.strip():
             continue  # caret on a blank line: only a whole-document echo is unambiguous
-        indent = len(tail) - len(tail.lstrip(" \t"))
+        indent = _indent_at(prefix, start)
+        if len(prefix) - start - indent > len(middle):
+            continue  # even without its indentation this line's tail is longer than the answer
+        tail = prefix[start:]
         for echo in (tail, tail[indent:]) if indent else (tail,):
             if len(echo.strip()) >= _MIN_ECHO and middle.startswith(echo):
                 return middle[len(echo) :]
