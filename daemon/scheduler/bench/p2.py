@@ -244,8 +244,11 @@ def available_clients(peers: bool, say: Say) -> list[Callable[[], BenchClient]]:
         RawHttpx,
         lambda: Anyfill("default"),
         lambda: Anyfill("httpx"),
-        lambda: Anyfill("httpx-aiohttp"),
     ]
+    if importlib.util.find_spec("httpx_aiohttp") is not None:
+        makers.append(lambda: Anyfill("httpx-aiohttp"))
+    else:
+        say("  (anyfill over httpx-aiohttp: not installed; pip install 'anyfill[bench]')")
     if peers:
         for module, maker in (("openai", OpenAISdk), ("litellm", LiteLLMRouter)):
             if importlib.util.find_spec(module) is None:
