@@ -123,10 +123,17 @@ def complete(state: CliState, /, **options: Any) -> int:
     return run_complete(state.settings, CompleteArgs(**options))
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def doctor() -> None:
-    """Check the set-up: config, backends, display, keyring (not yet available)."""
-    _not_yet("doctor", "a later issue")
+@cli.command()
+@pass_state
+def doctor(state: CliState) -> int:
+    """Check the set-up: config, each backend, keyring, display; exits 1 when something fails."""
+    import asyncio
+
+    from anyfill.daemon.doctor import diagnose, render
+
+    findings = asyncio.run(diagnose(state.settings(), state.resolved_config_path()))
+    click.echo(render(findings))
+    return EXIT_FAILURE if any(finding.status == "fail" for finding in findings) else EXIT_OK
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

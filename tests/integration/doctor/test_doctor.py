@@ -1,0 +1,116 @@
+"""`anyfill doctor` as a user runs it: a subprocess, a real config file, real servers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.servers.http import LoopbackServer
+from tests.servers.llamacpp import LlamaCpp
+
+ANYFILL = [sys.executable, "-m", "anyfill.daemon.cli"]
+
+
+def doctor(config: Path, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("ANYFILL_") and key not in {"DISPLAY", "WAYLAND_DISPLAY"}
+    }
+    full.update(
+        HOME=str(tmp_path),
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        PYTHON_KEYRING_BACKEND="keyrings.alt.file.PlaintextKeyring",
+        **env,
+    )
+    return subprocess.run(
+        [*ANYFILL, "--config", str(config), "doctor"],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=60,
+        check=False,
+    )
+
+
+def lines_by_topic(output: str) -> dict[str, tuple[str, str]]:
+    found = {}
+    for line in output.splitlines():
+        status, rest = line.split(" ", 1)
+        topic, _, detail = rest.strip().partition("  ")
+        found[topic.strip()] = (status, detail.strip())
+    return found
+
+
+@pytest.fixture
+def config(tmp_path: Path, refused_url: str) -> Iterator[Path]:
+    with LoopbackServer.in_thread(LlamaCpp()) as server:
+        path = tmp_path / "config.toml"
+        path.write_text(
+            "[[backends]]\n"
+            'name = "local"\ntype = "llamacpp"\n'
+            f'url = "{server.url}"\n'
+            "[[backends]]\n"
+            'name = "dead"\ntype = "ollama"\nmodel = "qwen2.5-coder:1.5b-base"\n'
+            f'url = "{refused_url}"\n'
+            "[[backends]]\n"
+            'name = "codestral"\ntype = "mistral-fim"\nurl = "https://codestral.mistral.ai"\n'
+            "[routing]\n"
+            'default = ["local", "dead", "codestral"]\n'
+        )
+        yield path
+
+
+def test_each_backend_is_checked_and_failures_say_the_fix(config: Path, tmp_path: Path) -> None:
+    result = doctor(config, tmp_path)
+    topics = lines_by_topic(result.stdout)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert topics["config"][0] == "ok"
+    status, detail = topics["backend local"]
+    assert status == "ok"
+    assert "answers" in detail
+    status, detail = topics["backend dead"]
+    assert status == "fail"
+    assert "nothing listens on" in detail
+    status, detail = topics["backend codestral"]
+    assert status == "fail"
+    assert "anyfill config set-key codestral" in detail
+    assert "MISTRAL_API_KEY" in detail
+    assert topics["routing"] == ("ok", "local -> dead -> codestral")
+
+
+def test_desktop_without_display_says_x11_is_needed(config: Path, tmp_path: Path) -> None:
+    topics = lines_by_topic(doctor(config, tmp_path).stdout)
+    assert topics["desktop"] == ("fail", "DISPLAY is not set: hotkeys need an X11 session")
+    wayland = lines_by_topic(doctor(config, tmp_path, WAYLAND_DISPLAY="wayland-0").stdout)
+    assert "needs Xwayland" in wayland["desktop"][1]
+
+
+def test_unreachable_display_is_named(config: Path, tmp_path: Path) -> None:
+    topics = lines_by_topic(doctor(config, tmp_path, DISPLAY=":987").stdout)
+    status, detail = topics["desktop"]
+    assert status == "fail"
+    assert "cannot open the X display ':987'" in detail
+
+
+def test_plaintext_keyring_is_a_warning(config: Path, tmp_path: Path) -> None:
+    status, detail = lines_by_topic(doctor(config, tmp_path).stdout)["keyring"]
+    assert status == "warn"
+    assert "unencrypted" in detail
+
+
+@pytest.mark.desktop
+@pytest.mark.skipif(shutil.which("Xvfb") is None, reason="needs Xvfb (apt: xvfb)")
+def test_a_real_display_passes(config: Path, tmp_path: Path) -> None:
+    from tests.e2e.harness import XSession
+
+    with XSession.start() as session:
+        topics = lines_by_topic(doctor(config, tmp_path, DISPLAY=session.display).stdout)
+    assert topics["desktop"] == ("ok", f"X display {session.display} with XTEST")
