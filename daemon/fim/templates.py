@@ -6,8 +6,8 @@ tokens, order (PSM: prefix first; SPM: suffix first) and stop strings; a wrong b
 ``|`` instead of DeepSeek's U+FF5C, a missing space around CodeLlama's ``<SUF>``) silently
 degrades the answer, so every template here is pinned by a test.
 
-Sources per family: /work/shared/reference/fim-templates.md §1; the summary table is in
-docs/fim.md.
+Sources per family (model cards, the models' tokenizer files, and the published templates
+of llama.cpp, Continue and Tabby) and the summary table are in docs/fim.md.
 """
 
 from __future__ import annotations
