@@ -16,15 +16,20 @@ What matters for anyfill:
   with the ``ConnectionRefusedError`` as its cause, connect/read timeouts, a dropped body ->
   ``RemoteProtocolError``), so backends map them as they would httpcore's;
 - no cookie jar (an API client has no use for one), no decompression in aiohttp (httpx
-  decodes ``Content-Encoding`` itself).
+  decodes ``Content-Encoding`` itself);
+- proxies from the environment (``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY``,
+  ``NO_PROXY``), as httpx honours them, looked up once per origin. aiohttp's own
+  ``trust_env`` is not used: it reads ``~/.netrc`` and the environment in a worker thread
+  on every request.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ssl
-from collections.abc import AsyncIterator, Iterator
+import urllib.request
+from collections.abc import AsyncIterator, Mapping
+from typing import NoReturn
 
 import aiohttp
 import httpx
@@ -32,35 +37,37 @@ import httpx
 __all__ = ["AiohttpTransport"]
 
 
-@contextlib.contextmanager
-def _mapped(request: httpx.Request, *, reading: bool) -> Iterator[None]:
-    """aiohttp and OS errors as httpx exceptions, the original kept as the cause."""
-    try:
-        yield
-    except aiohttp.ConnectionTimeoutError as exc:
+#: What aiohttp and the OS raise; each becomes an httpx exception (``_raise_as_httpx``).
+_FOREIGN = (aiohttp.ClientError, OSError, TimeoutError)
+
+
+def _raise_as_httpx(exc: BaseException, request: httpx.Request, *, reading: bool) -> NoReturn:
+    """Raise ``exc`` (one of ``_FOREIGN``) as the httpx exception a caller expects, the
+    original kept as the cause. Called from ``except``: a try costs nothing on the way
+    through, where a context manager per request and per body would."""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
         raise httpx.ConnectTimeout(str(exc) or "connect timed out", request=request) from exc
-    except (aiohttp.SocketTimeoutError, aiohttp.ServerTimeoutError, TimeoutError) as exc:
+    if isinstance(exc, aiohttp.SocketTimeoutError | aiohttp.ServerTimeoutError | TimeoutError):
         raise httpx.ReadTimeout(str(exc) or "read timed out", request=request) from exc
-    except aiohttp.ClientConnectorError as exc:
+    if isinstance(exc, aiohttp.ClientConnectorError):
         # The OS error (refused, unreachable, DNS) stays reachable as the cause.
         error = httpx.ConnectError(str(exc), request=request)
         raise error from (exc.os_error if exc.os_error is not None else exc)
-    except aiohttp.ServerDisconnectedError as exc:
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
         raise httpx.RemoteProtocolError(
             "server disconnected without sending a complete response", request=request
         ) from exc
-    except aiohttp.ClientPayloadError as exc:
+    if isinstance(exc, aiohttp.ClientPayloadError):
         raise httpx.RemoteProtocolError(
             f"peer closed connection without sending complete message body ({exc})",
             request=request,
         ) from exc
-    except aiohttp.InvalidURL as exc:
+    if isinstance(exc, aiohttp.InvalidURL):
         raise httpx.UnsupportedProtocol(f"invalid URL {exc}", request=request) from exc
-    except (aiohttp.ClientOSError, ConnectionError) as exc:
+    if isinstance(exc, aiohttp.ClientOSError | ConnectionError):
         cls = httpx.ReadError if reading else httpx.WriteError
         raise cls(str(exc) or type(exc).__name__, request=request) from exc
-    except aiohttp.ClientError as exc:
-        raise httpx.ReadError(str(exc) or type(exc).__name__, request=request) from exc
+    raise httpx.ReadError(str(exc) or type(exc).__name__, request=request) from exc
 
 
 class _Body(httpx.AsyncByteStream):
@@ -71,9 +78,11 @@ class _Body(httpx.AsyncByteStream):
         self._request = request
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        with _mapped(self._request, reading=True):
+        try:
             async for chunk in self._response.content.iter_any():
                 yield chunk
+        except _FOREIGN as exc:
+            _raise_as_httpx(exc, self._request, reading=True)
 
     async def aclose(self) -> None:
         response = self._response
@@ -91,9 +100,12 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         limits: httpx.Limits | None = None,
         *,
         verify: ssl.SSLContext | bool = True,
+        trust_env: bool = True,
     ) -> None:
         self._limits = limits or httpx.Limits()
         self._verify = verify
+        self._proxies: Mapping[str, str] = urllib.request.getproxies() if trust_env else {}
+        self._proxy_for: dict[tuple[str, str, int | None], _Proxy | None] = {}
         self._ssl_context: ssl.SSLContext | bool | None = None
         self._session: aiohttp.ClientSession | None = None
         self._timeouts: dict[tuple[float | None, ...], aiohttp.ClientTimeout] = {}
@@ -129,6 +141,13 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             )
         return timeout
 
+    def _proxy(self, url: httpx.URL) -> _Proxy | None:
+        """The proxy the environment names for this origin, if any (cached per origin)."""
+        origin = (url.scheme, url.host, url.port)
+        if origin not in self._proxy_for:
+            self._proxy_for[origin] = _env_proxy(self._proxies, url.scheme, url.host)
+        return self._proxy_for[origin]
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         session = self._session
         if session is None or session.closed:
@@ -142,10 +161,13 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             # aiohttp frames a streamed body itself.
             headers = [(k, v) for k, v in headers if k.lower() != "transfer-encoding"]
         url = request.url
-        with _mapped(request, reading=False):
+        proxy = self._proxy(url) if self._proxies else None
+        try:
             response = await session.request(
                 request.method,
                 str(url),
+                proxy=proxy.url if proxy else None,
+                proxy_auth=proxy.auth if proxy else None,
                 ssl=self._ssl() if url.scheme == "https" else True,
                 headers=headers,
                 data=data,
@@ -153,6 +175,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 compress=False,
                 timeout=self._timeout(timeouts),
             )
+        except _FOREIGN as exc:
+            _raise_as_httpx(exc, request, reading=False)
         extensions = {"http_version": b"HTTP/1.1"}
         if response.reason:
             extensions["reason_phrase"] = response.reason.encode()
@@ -168,6 +192,27 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+class _Proxy:
+    __slots__ = ("auth", "url")
+
+    def __init__(self, url: str, auth: aiohttp.BasicAuth | None) -> None:
+        self.url = url
+        self.auth = auth
+
+
+def _env_proxy(proxies: Mapping[str, str], scheme: str, host: str) -> _Proxy | None:
+    """``proxies`` (``urllib.request.getproxies()``) applied to one origin, as httpx does:
+    the scheme's proxy, else ``all``; none when ``NO_PROXY`` covers the host."""
+    address = proxies.get(scheme) or proxies.get("all")
+    if not address or urllib.request.proxy_bypass(host):
+        return None
+    if "://" not in address:
+        address = f"http://{address}"
+    url = httpx.URL(address)
+    auth = aiohttp.BasicAuth(url.username, url.password or "") if url.username else None
+    return _Proxy(str(url.copy_with(userinfo=b"")), auth)
 
 
 async def _iterate(stream: httpx.AsyncByteStream | httpx.SyncByteStream) -> AsyncIterator[bytes]:

@@ -20,12 +20,18 @@ from anyfill.daemon.backends.base import (
     StreamObserver,
     Usage,
 )
-from anyfill.daemon.backends.wire import error_for_status, map_transport_errors, parse_json
+from anyfill.daemon.backends.wire import (
+    error_for_status,
+    map_transport_errors,
+    parse_json,
+    transport_error,
+)
 from anyfill.daemon.errors import AnyfillError, BackendTimeout, ProtocolError, UnsupportedFeature
 from anyfill.daemon.fim.templates import FimTemplate
 
 __all__ = [
     "HttpBackend",
+    "OpenResponse",
     "batch_results",
     "closing_stream",
     "join_url",
@@ -146,8 +152,7 @@ class HttpBackend(Backend):
                 merged[key] = value
         return merged
 
-    @contextlib.asynccontextmanager
-    async def request(
+    def request(
         self,
         method: str,
         url: str,
@@ -156,8 +161,8 @@ class HttpBackend(Backend):
         observer: StreamObserver | None = None,
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
-    ) -> AsyncIterator[httpx.Response]:
-        """Send and yield the streaming response once its status is OK.
+    ) -> OpenResponse:
+        """``async with`` it: send and yield the streaming response once its status is OK.
 
         The response is closed when the block exits for any reason (the consumer stopped,
         the task was cancelled): with HTTP/1.1 a half-read body closes the socket, which
@@ -166,25 +171,7 @@ class HttpBackend(Backend):
         request = self.client.build_request(
             method, url, json=json, params=params, headers={**self.headers(), **(headers or {})}
         )
-        response = await self._send_retrying(request, url)
-        try:
-            if observer is not None:
-                observer.on_response(response.status_code, response.headers)
-            if response.status_code >= 400:
-                with map_transport_errors(self.name, url):
-                    body = await response.aread()
-                raise error_for_status(
-                    self.name,
-                    response.status_code,
-                    response.headers,
-                    body,
-                    url=url,
-                    model=self.model_name(),
-                    key_hint=self.key_hint(),
-                )
-            yield response
-        finally:
-            await response.aclose()
+        return OpenResponse(self, request, url, observer)
 
     async def _send_retrying(self, request: httpx.Request, url: str) -> httpx.Response:
         """Send once more when a pooled connection turns out closed before any answer.
@@ -193,12 +180,14 @@ class HttpBackend(Backend):
         after 5 s, and after an error answer): the first write or read on it fails at once.
         Nothing was generated then, so a second try on a fresh connection is safe.
         """
-        with map_transport_errors(self.name, url):
+        try:
             try:
                 return await self.client.send(request, stream=True)
             except STALE_CONNECTION as exc:
                 log.debug("backend %s: pooled connection was closed (%s); retry", self.name, exc)
             return await self.client.send(request, stream=True)
+        except httpx.TransportError as exc:
+            raise transport_error(self.name, url, exc) from exc
 
     async def probe(self, url: str) -> None:
         """GET ``url`` and read the answer: raises the mapped error unless it is OK."""
@@ -249,6 +238,56 @@ class HttpBackend(Backend):
                 return BatchResult(error=exc)
 
         return list(await asyncio.gather(*(one(p) for p in prompts)))
+
+
+class OpenResponse:
+    """``HttpBackend.request``'s context: sends on entry (one retry on a stale pooled
+    connection), raises the mapped error for an error status, closes on exit.
+
+    A class, not ``contextlib.asynccontextmanager``: it is on every request's path, and a
+    generator-based context manager costs several times more to enter and leave."""
+
+    __slots__ = ("_backend", "_observer", "_request", "_response", "_url")
+
+    def __init__(
+        self,
+        backend: HttpBackend,
+        request: httpx.Request,
+        url: str,
+        observer: StreamObserver | None,
+    ) -> None:
+        self._backend = backend
+        self._request = request
+        self._url = url
+        self._observer = observer
+        self._response: httpx.Response | None = None
+
+    async def __aenter__(self) -> httpx.Response:
+        backend = self._backend
+        response = self._response = await backend._send_retrying(self._request, self._url)
+        try:
+            if self._observer is not None:
+                self._observer.on_response(response.status_code, response.headers)
+            if response.status_code >= 400:
+                with map_transport_errors(backend.name, self._url):
+                    body = await response.aread()
+                raise error_for_status(
+                    backend.name,
+                    response.status_code,
+                    response.headers,
+                    body,
+                    url=self._url,
+                    model=backend.model_name(),
+                    key_hint=backend.key_hint(),
+                )
+        except BaseException:
+            await response.aclose()
+            raise
+        return response
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._response is not None:
+            await self._response.aclose()
 
 
 def batch_results(

@@ -27,7 +27,7 @@ from anyfill.daemon.backends.base import (
 )
 from anyfill.daemon.backends.common import HttpBackend, batch_results, join_url, raw_prompt
 from anyfill.daemon.backends.llamacpp import configured_template
-from anyfill.daemon.backends.wire import error_message, iter_sse, parse_json
+from anyfill.daemon.backends.wire import error_message, iter_sse_batches, parse_json
 from anyfill.daemon.errors import (
     BadRequest,
     ConfigError,
@@ -73,31 +73,39 @@ async def read_openai_stream(
     at least a ``finish_reason``; a stream that just stops is a ProtocolError.
     """
     finished = False
-    async for event in iter_sse(response, backend, check_deadline):
-        if event.data == "[DONE]":
-            finished = True
-            continue
-        if finished and not event.data.startswith("{"):
-            continue
-        obj = parse_json(event.data, backend)
-        if not isinstance(obj, dict):
-            raise ProtocolError(backend, f"backend '{backend}' sent an event that is not an object")
-        if "error" in obj or obj.get("object") == "error":
-            raise ServerError(
-                backend,
-                f"backend '{backend}' failed mid-answer: {error_message(event.data.encode())}",
-            )
-        usage = obj.get("usage")
-        if observer is not None and isinstance(usage, dict):
-            observer.on_usage(Usage(usage.get("prompt_tokens"), usage.get("completion_tokens")))
-        for choice in obj.get("choices") or ():
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                continue
-            text = text_of(choice)
-            if text:
-                yield text
-            if choice.get("finish_reason"):
+    async for events in iter_sse_batches(response, backend, check_deadline):
+        texts: list[str] = []
+        for event in events:
+            data = event.data
+            if data == "[DONE]":
                 finished = True
+                continue
+            if finished and not data.startswith("{"):
+                continue
+            obj = parse_json(data, backend)
+            if not isinstance(obj, dict):
+                raise ProtocolError(
+                    backend, f"backend '{backend}' sent an event that is not an object"
+                )
+            if "error" in obj or obj.get("object") == "error":
+                raise ServerError(
+                    backend,
+                    f"backend '{backend}' failed mid-answer: {error_message(data.encode())}",
+                )
+            usage = obj.get("usage")
+            if observer is not None and isinstance(usage, dict):
+                observer.on_usage(Usage(usage.get("prompt_tokens"), usage.get("completion_tokens")))
+            for choice in obj.get("choices") or ():
+                if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                    continue
+                text = text_of(choice)
+                if text:
+                    texts.append(text)
+                if choice.get("finish_reason"):
+                    finished = True
+        if texts:
+            # What one read brought goes up as one chunk: a hop per event costs more.
+            yield "".join(texts)
         check_deadline()
     if not finished:
         raise ProtocolError(backend, f"backend '{backend}' ended the stream before [DONE]")

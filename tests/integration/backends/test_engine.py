@@ -49,8 +49,11 @@ ENV = {"OPENAI_API_KEY": KEY, "ANTHROPIC_API_KEY": KEY, "GEMINI_API_KEY": KEY}
 async def test_seed_example_gives_the_exact_middle(
     loopback: StartServer, type_name: str, responder: type, model: str
 ) -> None:
-    """prefix `print("Hel`, suffix `)`, answer `lo World")` -> `lo World"`."""
-    srv = await loopback(responder())
+    """prefix `print("Hel`, suffix `)`, answer `lo World")` -> `lo World"`.
+
+    The chunks are paced, as a model's tokens are: text that arrives in one read is handed
+    on as one piece, so an unpaced answer could come up whole."""
+    srv = await loopback(responder(Reply(text='lo World")', chunk_delay_s=0.005)))
     config = BackendConfig(name="b", type=type_name, url=srv.url, model=model)  # type: ignore[arg-type]
     seen: list[str] = []
     async with Engine(settings_for(config), environ=ENV) as engine:

@@ -32,12 +32,15 @@ from tests.integration.backends.helpers import (
 )
 from tests.servers import SEED_ANSWER, Reply
 from tests.servers.fixtures import StartServer
+from tests.servers.script import split_text
 
 pytestmark = pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 
 
 async def test_streams_the_answer_in_chunks(case: Case, loopback: StartServer) -> None:
-    srv = await loopback(case.make(Reply(headers={"x-ratelimit-remaining-requests": "59"})))
+    # Paced like a model's tokens: what arrives in one read is handed on as one piece.
+    reply = Reply(headers={"x-ratelimit-remaining-requests": "59"}, chunk_delay_s=0.01)
+    srv = await loopback(case.make(reply))
     recorder = Recorder()
     async with backend_for(case.type_name, srv.url, api_key=case.api_key, **case.config) as be:
         chunks = await collect(be, SEED, recorder)
@@ -47,7 +50,7 @@ async def test_streams_the_answer_in_chunks(case: Case, loopback: StartServer) -
     assert recorder.headers[-1]["x-ratelimit-remaining-requests"] == "59"
     assert len(recorder.plans) == 1
     assert recorder.usages
-    assert recorder.usages[-1].completion_tokens == len(chunks)
+    assert recorder.usages[-1].completion_tokens == len(split_text(SEED_ANSWER))
 
 
 async def test_keepalive_lines_are_ignored(case: Case, loopback: StartServer) -> None:
