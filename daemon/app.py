@@ -22,6 +22,7 @@ from anyfill.daemon.capture.keyboard import KeyboardCapture
 from anyfill.daemon.completion import Completer
 from anyfill.daemon.desktop import Desktop
 from anyfill.daemon.errors import DesktopUnavailable
+from anyfill.daemon.heap import freeze_startup_objects
 from anyfill.daemon.hotkeys import Action, bindings_from
 from anyfill.daemon.log import setup_logging
 from anyfill.daemon.pipeline import Pipeline
@@ -91,6 +92,7 @@ async def serve(
             completer: Completer = entered if entered is not None else manager
             pipeline = Pipeline(desktop, completer, settings, capture_strategies(desktop, settings))
             pipelines.append(pipeline)
+            freeze_startup_objects()
             chain = ", ".join(settings.routing.default)
             log.info("anyfill is running; backends in order: %s", chain)
             try:

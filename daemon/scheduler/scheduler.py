@@ -50,7 +50,6 @@ from anyfill.daemon.completion import (
 from anyfill.daemon.errors import (
     AnyfillError,
     BackendError,
-    BackendTimeout,
     BackendUnavailable,
     ConfigError,
     RateLimited,
@@ -58,7 +57,7 @@ from anyfill.daemon.errors import (
 )
 from anyfill.daemon.scheduler.batching import batched
 from anyfill.daemon.scheduler.cache import CompletionCache
-from anyfill.daemon.scheduler.clock import Clock, RealClock, TimerHandle
+from anyfill.daemon.scheduler.clock import Clock, RealClock
 from anyfill.daemon.scheduler.cooldown import Health
 from anyfill.daemon.scheduler.events import AttemptFinished, CooldownChanged, Outcome, outcome_of
 from anyfill.daemon.scheduler.feedback import RateFeedback
@@ -66,6 +65,7 @@ from anyfill.daemon.scheduler.hedging import hedged
 from anyfill.daemon.scheduler.limiter import WINDOW_S, DeadlinePassed, Limiter, LimitSpec, Permit
 from anyfill.daemon.scheduler.metrics import LaneState, Metrics
 from anyfill.daemon.scheduler.state import (
+    AttemptTimer,
     Lane,
     Observer,
     Runner,
@@ -198,13 +198,16 @@ class Scheduler:
             cooling_reason=lane.health.reason if lane.health.cooling(now) else "",
         )
 
-    def _admit(self, request: CompletionRequest) -> Ticket:
+    def _admit(self, request: CompletionRequest) -> tuple[Ticket, bool]:
+        """The request's ticket, and whether it dropped an older request."""
         if self._closed:
             raise RequestDropped(request.id, "the scheduler is shut down")
         ticket = Ticket(request)
+        dropped = False
         old = self._tickets.get(request.id)
         if old is not None:
             old.drop(f"replaced by a new request with the same id {request.id}", "superseded")
+            dropped = True
         if request.priority != "batch":
             target = request.context.target
             rivals = self._targets.get(target)
@@ -212,9 +215,10 @@ class Scheduler:
                 for other in list(rivals):
                     if other.rank >= ticket.rank:
                         other.drop(f"superseded by {request.id}", "superseded")
+                        dropped = True
             self._targets.setdefault(target, set()).add(ticket)
         self._tickets[request.id] = ticket
-        return ticket
+        return ticket, dropped
 
     def _forget(self, ticket: Ticket) -> None:
         request = ticket.request
@@ -324,8 +328,12 @@ class Scheduler:
     async def _dispatch(
         self, request: CompletionRequest, prompt: FimPrompt
     ) -> AsyncGenerator[DispatchEvent, None]:
-        ticket = self._admit(request)
+        ticket, dropped = self._admit(request)
         try:
+            if dropped:
+                # Let the dropped request's task close its socket before this one opens a
+                # connection: the server stops the old answer (and frees its slot) first.
+                await asyncio.sleep(0)
             lanes, chain_end = self._chain(request)
             if request.deadline is not None and self.clock.now() >= request.deadline:
                 error = self._deadline_passed(ticket, lanes[0], 0.0)
@@ -446,7 +454,7 @@ class Scheduler:
         first: float | None = None
         observer = Observer(lane.health, permit, clock.now)
         stream: AsyncIterator[str] | None = None
-        timers: list[TimerHandle] = []
+        timer: AttemptTimer | None = None
         try:
             now = clock.now()
             if request.deadline is not None and now >= request.deadline:
@@ -464,26 +472,13 @@ class Scheduler:
             sent = clock.now()
             permit.mark_sent(sent)
             stream = lane.backend.stream(prompt, observer)
-            first_token_s, total_s = timeouts.first_token_s, timeouts.total_s
-            timers.append(
-                clock.call_at(
-                    sent + first_token_s,
-                    lambda: runner.interrupt(
-                        BackendTimeout(
-                            lane.name, f"no text from '{lane.name}' within {first_token_s:g} s"
-                        )
-                    ),
-                )
-            )
-            timers.append(
-                clock.call_at(
-                    sent + total_s,
-                    lambda: runner.interrupt(
-                        BackendTimeout(
-                            lane.name, f"'{lane.name}' did not finish within {total_s:g} s"
-                        )
-                    ),
-                )
+            timer = AttemptTimer(
+                clock,
+                runner,
+                lane.name,
+                sent,
+                first_s=timeouts.first_token_s,
+                total_s=timeouts.total_s,
             )
             planned = False
             pieces: list[str] = []
@@ -499,7 +494,7 @@ class Scheduler:
                     ticket.check()
                 if first is None:
                     first = clock.now()
-                    timers[0].cancel()
+                    timer.got_text = True
                 pieces.append(chunk)
                 yield Text(chunk)
                 ticket.check()
@@ -545,7 +540,7 @@ class Scheduler:
                 self._cool(lane, mapped, observer.feedback)
             raise mapped from foreign
         finally:
-            for timer in timers:
+            if timer is not None:
                 timer.cancel()
             if not isinstance(runner.error, RequestDropped):
                 runner.error = None  # a timeout that fired as the attempt ended is moot

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from anyfill.daemon.heap import freeze_startup_objects
 from anyfill.daemon.scheduler.bench.harness import (
     MAX_TOKENS,
     MODEL,
@@ -277,6 +278,7 @@ async def run_async(
                 await client.close()
                 continue
             clients.append(client)
+        freeze_startup_objects()  # as the daemon does once it has started; alike for all
         try:
             for rep in range(reps):
                 order = list(clients)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from anyfill.daemon.heap import freeze_startup_objects
 from anyfill.daemon.scheduler.bench.harness import (
     MAX_TOKENS,
     PREFIX,
@@ -58,6 +59,7 @@ async def _anyfill_samples(server: Stub, samples: int, how: str) -> list[float]:
     from anyfill.daemon.errors import RequestDropped
 
     scheduler, client, prompt = _scheduler(server.url)
+    freeze_startup_objects()  # as the daemon does once it has started
     cancels: list[float] = []
     try:
         for index in range(samples):
@@ -99,6 +101,7 @@ async def _httpx_samples(server: Stub, samples: int) -> list[float]:
 
     cancels: list[float] = []
     async with httpx.AsyncClient() as client:
+        freeze_startup_objects()  # the same heap as anyfill's cases
         for _ in range(samples):
             first = asyncio.Event()
 
