@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import statistics
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported when used, so the stub process stays light
     from anyfill.config.model import BackendConfig, Limits
     from anyfill.daemon.completion import CompletionRequest, Priority
+    from anyfill.daemon.context import Context
 
 #: A FIM-sized request: about 1.5 kB of code before the caret and 0.5 kB after it.
 PREFIX = ("def add(a, b):\n    return a + b\n\n" * 48)[:1500] + "def mul(a, b):\n"
@@ -60,12 +62,22 @@ def stub_config(url: str, limits: Limits | None = None) -> BackendConfig:
 def fim_request(request_id: str, app: str, priority: Priority = "interactive") -> CompletionRequest:
     """A request for the FIM-sized context; ``app`` is its target (one per concurrent worker,
     or a newer request supersedes it)."""
+    request_type, context_type = _request_types()
+    return request_type(
+        context=context_type(prefix=PREFIX, suffix=SUFFIX, app=app),
+        id=request_id,
+        priority=priority,
+    )
+
+
+@functools.cache
+def _request_types() -> tuple[type[CompletionRequest], type[Context]]:
+    """Imported once, when first used: an import statement per request would be counted
+    as anyfill's cost by P2, and the stub process never needs them."""
     from anyfill.daemon.completion import CompletionRequest
     from anyfill.daemon.context import Context
 
-    return CompletionRequest(
-        context=Context(prefix=PREFIX, suffix=SUFFIX, app=app), id=request_id, priority=priority
-    )
+    return CompletionRequest, Context
 
 
 def sse_text(line: str) -> str:

@@ -5,9 +5,10 @@ process (so only the client's CPU is counted) at concurrency 1 and 32, in interl
 repetitions. Figures are ratios to raw aiohttp measured in the same repetition; a second
 raw-aiohttp run (A/A) shows the noise.
 
-Clients: anyfill (Scheduler + the openai-completions backend, with the HTTP transport
-``make_client`` builds and with plain httpx), raw httpx, raw aiohttp, the openai SDK and the
-LiteLLM Router with the same limits (the peers only when installed: ``pip install
+Clients: anyfill (Scheduler + the openai-completions backend, with the HTTP client
+``make_client`` builds and with plain httpx), anyfill cut at two layers (the HTTP client
+alone, then with the backend: where the cost goes), raw httpx, raw aiohttp, the openai SDK
+and the LiteLLM Router with the same limits (the peers only when installed: ``pip install
 'anyfill[bench]'``).
 """
 
@@ -212,6 +213,48 @@ class Anyfill(BenchClient):
         await self.client.aclose()
 
 
+class AnyfillLayer(BenchClient):
+    """anyfill's stack cut at a layer, to show where its cost goes: ``http`` is the HTTP
+    client ``make_client`` builds with SSE parsing (httpx objects on the aiohttp
+    transport); ``backend`` adds the openai-completions backend; the scheduler on top is
+    the ``anyfill`` row."""
+
+    def __init__(self, layer: str) -> None:
+        self.layer = layer
+        self.name = f"  layer: {layer}"
+
+    async def open(self, url: str) -> None:
+        from anyfill.config.model import Limits
+        from anyfill.daemon.backends.base import FimPrompt
+        from anyfill.daemon.backends.http import make_client
+        from anyfill.daemon.backends.registry import create_backend
+
+        config = stub_config(url, Limits(requests_per_minute=RPM, max_concurrent=CONCURRENCY))
+        self.client = make_client(config)
+        self.backend = create_backend(config, self.client, "sk-bench")
+        self.prompt = FimPrompt(prefix=PREFIX, suffix=SUFFIX, max_tokens=MAX_TOKENS)
+        self.url = f"{url}/v1/completions"
+        self.body = openai_body()
+
+    async def one(self, worker: int) -> str:
+        from anyfill.daemon.backends.wire import iter_sse_batches
+
+        if self.layer == "backend":
+            return "".join([chunk async for chunk in self.backend.stream(self.prompt)])
+        request = self.client.build_request("POST", self.url, json=self.body)
+        response = await self.client.send(request, stream=True)
+        parts: list[str] = []
+        try:
+            async for events in iter_sse_batches(response, "stub"):
+                parts.extend(sse_text(f"data: {event.data}") for event in events)
+        finally:
+            await response.aclose()
+        return "".join(parts)
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
 @dataclass
 class Sample:
     latencies: list[float] = field(default_factory=list)
@@ -245,6 +288,8 @@ def available_clients(peers: bool, say: Say) -> list[Callable[[], BenchClient]]:
         lambda: RawAiohttp("aiohttp (raw, A/A)"),
         RawHttpx,
         lambda: Anyfill("default"),
+        lambda: AnyfillLayer("http"),
+        lambda: AnyfillLayer("backend"),
         lambda: Anyfill("httpx"),
     ]
     if importlib.util.find_spec("httpx_aiohttp") is not None:
@@ -279,6 +324,8 @@ async def run_async(
                 continue
             clients.append(client)
         freeze_startup_objects()  # as the daemon does once it has started; alike for all
+        for client in clients:  # rows in a fixed order, whatever order the rounds take
+            results[client.name] = {}
         try:
             for rep in range(reps):
                 order = list(clients)
