@@ -255,7 +255,7 @@ async def run_batch(scheduler: Scheduler, batch: Batch) -> None:  # noqa: PLR091
                 lane.name,
                 f"'{lane.name}' answered {len(results)} prompts for {len(members)} asked",
             )
-        lane.health.succeed()
+        scheduler._succeeded(lane)
         done = clock.now()
         if observer.usage is not None and not any(
             r.usage.prompt_tokens or r.usage.completion_tokens for r in results

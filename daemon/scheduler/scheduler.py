@@ -57,7 +57,7 @@ from anyfill.daemon.errors import (
 )
 from anyfill.daemon.scheduler.batching import batched
 from anyfill.daemon.scheduler.cache import CompletionCache
-from anyfill.daemon.scheduler.clock import Clock, RealClock
+from anyfill.daemon.scheduler.clock import Clock, RealClock, TimerHandle
 from anyfill.daemon.scheduler.cooldown import Health
 from anyfill.daemon.scheduler.events import AttemptFinished, CooldownChanged, Outcome, outcome_of
 from anyfill.daemon.scheduler.feedback import RateFeedback
@@ -133,6 +133,7 @@ class Scheduler:
         self._tickets: dict[str, Ticket] = {}
         self._targets: dict[str, set[Ticket]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._cooldown_timers: dict[str, TimerHandle] = {}
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------
@@ -146,6 +147,9 @@ class Scheduler:
     async def aclose(self) -> None:
         """Drop every live request and stop batches in flight."""
         self._closed = True
+        for timer in self._cooldown_timers.values():
+            timer.cancel()
+        self._cooldown_timers.clear()
         for ticket in list(self._tickets.values()):
             ticket.drop("the scheduler is shutting down", "cancelled")
         tasks = list(self._tasks)
@@ -300,6 +304,39 @@ class Scheduler:
             self.bus.publish(
                 CooldownChanged(lane.name, True, lane.health.seconds_left(now), str(error))
             )
+            self._watch_cooldown(lane)
+
+    def _watch_cooldown(self, lane: Lane) -> None:
+        """Publish the end of ``lane``'s cooldown when it comes: ``CooldownChanged`` is
+        retained state for the tray and MQTT, so an end nobody announced would read as
+        cooling forever."""
+        old = self._cooldown_timers.pop(lane.name, None)
+        if old is not None:
+            old.cancel()
+        self._cooldown_timers[lane.name] = self.clock.call_at(
+            lane.health.cooling_until, lambda: self._cooldown_due(lane)
+        )
+
+    def _cooldown_due(self, lane: Lane) -> None:
+        if lane.health.cooling(self.clock.now()):  # extended meanwhile
+            self._watch_cooldown(lane)
+            return
+        self._cooldown_over(lane)
+
+    def _cooldown_over(self, lane: Lane) -> None:
+        """Announce that ``lane`` may be asked again, if a cooldown was announced."""
+        timer = self._cooldown_timers.pop(lane.name, None)
+        if timer is None:
+            return
+        timer.cancel()
+        if self.bus is not None:
+            self.bus.publish(CooldownChanged(lane.name, False))
+
+    def _succeeded(self, lane: Lane) -> None:
+        """It answered: a soft cooldown ends now (``Health.succeed``)."""
+        lane.health.succeed()
+        if self._cooldown_timers and not lane.health.cooling(self.clock.now()):
+            self._cooldown_over(lane)
 
     def _cooling_error(self, lane: Lane) -> BackendError:
         left = lane.health.seconds_left(self.clock.now())
@@ -502,7 +539,7 @@ class Scheduler:
                 yield Planned(observer.plan)
                 ticket.check()
             outcome = "ok"
-            lane.health.succeed()
+            self._succeeded(lane)
             text = "".join(pieces)
             if text:
                 self.cache.put(

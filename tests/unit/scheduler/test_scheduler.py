@@ -10,6 +10,7 @@ import pytest
 from anyfill.config.model import Limits, Price, RoutingConfig, Timeouts
 from anyfill.daemon.backends.base import Plan, Usage
 from anyfill.daemon.bus import EventBus
+from anyfill.daemon.bus.inprocess import Subscription
 from anyfill.daemon.completion import (
     Attempt,
     CompletionRequest,
@@ -37,6 +38,16 @@ from tests.unit.scheduler.fakes import FakeBackend, Reply, prompt, request
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()
+
+
+def drain(subscription: Subscription) -> list[object]:
+    """Every event queued so far."""
+    events = []
+    while True:
+        try:
+            events.append(subscription.get_nowait())
+        except asyncio.QueueEmpty:
+            return events
 
 
 def text_of(events: list[DispatchEvent]) -> str:
@@ -255,6 +266,60 @@ async def test_rate_limited_backend_cools_down_for_retry_after_and_falls_back(
         events = await collect(scheduler, request("r3"), prefix="another")
         assert text_of(events) == "hello world"
         assert len(a.calls) == 2
+
+
+async def test_the_end_of_a_cooldown_is_published(clock: ManualClock) -> None:
+    """``CooldownChanged`` is retained state: its end must be announced too."""
+    a = FakeBackend("a", clock, url="http://127.0.0.1:1")
+    a.script.append(Reply(status=429, headers={"Retry-After": "7"}, error=RateLimited("a", "429")))
+    bus = EventBus()
+    cooldowns = bus.subscribe(CooldownChanged)
+    async with Scheduler([a], RoutingConfig(default=["a"]), clock=clock, bus=bus) as scheduler:
+        with pytest.raises(RateLimited):
+            await collect(scheduler, request("r1"))
+        assert cooldowns.get_nowait().cooling
+        await clock.advance(6.9)
+        assert drain(cooldowns) == []
+        await clock.advance(0.2)
+        assert cooldowns.get_nowait() == CooldownChanged("a", False)
+        assert text_of(await collect(scheduler, request("r2"))) == "hello world"
+        assert drain(cooldowns) == []
+
+
+async def test_a_cooldown_extended_meanwhile_ends_once_at_its_new_end(clock: ManualClock) -> None:
+    a = FakeBackend("a", clock, url="http://127.0.0.1:1")
+    a.script.append(Reply(error=ServerError("a", "500 from a")))  # soft: still asked
+    a.script.append(Reply(status=429, headers={"Retry-After": "9"}, error=RateLimited("a", "429")))
+    bus = EventBus()
+    cooldowns = bus.subscribe(CooldownChanged)
+    async with Scheduler([a], RoutingConfig(default=["a"]), clock=clock, bus=bus) as scheduler:
+        with pytest.raises(ServerError):
+            await collect(scheduler, request("r1"))
+        await clock.advance(1)
+        with pytest.raises(RateLimited):
+            await collect(scheduler, request("r2"))
+        assert [e.cooling for e in drain(cooldowns)] == [True, True]
+        await clock.advance(8.9)  # past the first cooldown's end, before the second's
+        assert drain(cooldowns) == []
+        await clock.advance(0.2)
+        assert drain(cooldowns) == [CooldownChanged("a", False)]
+
+
+async def test_a_soft_cooldown_ends_with_the_next_answer(clock: ManualClock) -> None:
+    a = FakeBackend("a", clock, url="http://127.0.0.1:1")
+    a.script.append(Reply(error=ServerError("a", "500 from a")))
+    bus = EventBus()
+    cooldowns = bus.subscribe(CooldownChanged)
+    async with Scheduler([a], RoutingConfig(default=["a"]), clock=clock, bus=bus) as scheduler:
+        with pytest.raises(ServerError):
+            await collect(scheduler, request("r1"))
+        assert scheduler.cooling("a") > 0
+        # A soft cooldown only moves a backend to the end of the chain: it is still asked.
+        assert text_of(await collect(scheduler, request("r2"))) == "hello world"
+        assert scheduler.cooling("a") == 0
+        assert [e.cooling for e in drain(cooldowns)] == [True, False]
+        await clock.advance(60)
+        assert drain(cooldowns) == []
 
 
 async def test_retry_after_ms_header_via_observer(clock: ManualClock) -> None:
