@@ -31,6 +31,7 @@ from anyfill.daemon.errors import (
 )
 
 __all__ = [
+    "LineSplitter",
     "SseEvent",
     "error_for_status",
     "error_message",
@@ -53,34 +54,101 @@ class SseEvent(NamedTuple):
     data: str
 
 
+class LineSplitter:
+    """Bytes in, complete lines out (without their ends: LF, CRLF or a lone CR), as UTF-8.
+
+    Splitting before decoding is safe: in UTF-8 no byte of a multi-byte character is a CR
+    or LF. Feed it each network read; ``flush`` returns a last line without an end.
+    """
+
+    __slots__ = ("_after_cr", "_pending")
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self._after_cr = False  # the last read ended in CR: an LF opening the next is its pair
+
+    def feed(self, raw: bytes) -> list[str]:
+        chunk = raw[1:] if self._after_cr and raw[:1] == b"\n" else raw
+        pending = self._pending
+        buffer = pending + chunk if pending else chunk
+        self._after_cr = buffer[-1:] == b"\r"
+        if b"\r" in buffer:
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *lines, self._pending = buffer.split(b"\n")
+        return [line.decode("utf-8", "replace") for line in lines]
+
+    def flush(self) -> list[str]:
+        pending, self._pending = self._pending, b""
+        return [pending.decode("utf-8", "replace")] if pending else []
+
+
+def _plain(response: httpx.Response) -> bool:
+    """No ``Content-Encoding``: the raw bytes are the body (else httpx decodes them)."""
+    encoding: str = response.headers.get("content-encoding", "identity")
+    return encoding == "identity"
+
+
 async def iter_line_batches(response: httpx.Response) -> AsyncIterator[list[str]]:
-    """The lines of a streamed body without their ends (LF, CRLF or a lone CR), as UTF-8,
-    in batches: each batch holds the lines one network read completed.
+    """The lines of a streamed body in batches: each holds the lines one network read
+    completed (``LineSplitter``).
 
     Batches, because a generator hop per line is what a stream costs: a local server often
     sends many events in one read, and the readers above handle them in one go.
     ``Response.aiter_lines`` would stack four generators and an incremental text decoder
-    on every chunk (``anyfill bench p2``). Splitting before decoding is safe: in UTF-8 no
-    byte of a multi-byte character is a CR or LF. A body with a ``Content-Encoding`` goes
-    through httpx's decoders.
+    on every chunk (``anyfill bench p2``). A body with a ``Content-Encoding`` goes through
+    httpx's decoders.
     """
-    if response.headers.get("content-encoding", "identity") != "identity":
+    if not _plain(response):
         async for text in response.aiter_lines():
             yield [text]
         return
-    pending = b""
-    after_cr = False  # the last read ended in CR: an LF opening the next one is its pair
+    splitter = LineSplitter()
     async for raw in response.aiter_raw():
-        chunk = raw[1:] if after_cr and raw[:1] == b"\n" else raw
-        buffer = pending + chunk if pending else chunk
-        after_cr = buffer[-1:] == b"\r"
-        if b"\r" in buffer:
-            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        *lines, pending = buffer.split(b"\n")
+        lines = splitter.feed(raw)
         if lines:
-            yield [line.decode("utf-8", "replace") for line in lines]
-    if pending:
-        yield [pending.decode("utf-8", "replace")]
+            yield lines
+    rest = splitter.flush()
+    if rest:
+        yield rest
+
+
+class _SseParser:
+    """Lines in, complete server-sent events out, as the SSE spec reads them: comment
+    lines (``: keep-alive``) and fields other than ``event``/``data`` are skipped."""
+
+    __slots__ = ("_data", "_event")
+
+    def __init__(self) -> None:
+        self._event = ""
+        self._data: list[str] = []
+
+    def feed(self, lines: list[str]) -> list[SseEvent]:
+        batch: list[SseEvent] = []
+        for line in lines:
+            if not line:
+                if self._data:
+                    batch.append(SseEvent(self._event or "message", "\n".join(self._data)))
+                self._event, self._data = "", []
+                continue
+            if line[0] == ":":
+                continue
+            name, _, value = line.partition(":")
+            if value[:1] == " ":
+                value = value[1:]
+            if name == "data":
+                self._data.append(value)
+            elif name == "event":
+                self._event = value
+            elif name == "error":
+                # llama.cpp reports a failure inside the stream as an "error:" line.
+                batch.append(SseEvent("error", value))
+        return batch
+
+    def flush(self) -> list[SseEvent]:
+        """A last event without its blank line."""
+        if not self._data:
+            return []
+        return [SseEvent(self._event or "message", "\n".join(self._data))]
 
 
 async def iter_sse_batches(
@@ -88,39 +156,32 @@ async def iter_sse_batches(
 ) -> AsyncIterator[list[SseEvent]]:
     """Server-sent events from a streamed response, a batch per network read.
 
-    Comment lines (``: keep-alive``) and fields other than ``event``/``data`` are skipped,
-    as the SSE spec says. A transport failure mid-stream becomes a ProtocolError. ``check``
-    runs on every read, so a deadline holds even while a server sends only keep-alives.
+    A transport failure mid-stream becomes a ProtocolError. ``check`` runs on every read,
+    so a deadline holds even while a server sends only keep-alives. One generator from
+    the raw bytes to the events: each layer of generators costs on every read.
     """
-    event = ""
-    data: list[str] = []
+    parser = _SseParser()
     try:
-        async for lines in iter_line_batches(response):
-            if check is not None:
-                check()
-            batch: list[SseEvent] = []
-            for line in lines:
-                if not line:
-                    if data:
-                        batch.append(SseEvent(event or "message", "\n".join(data)))
-                    event, data = "", []
-                    continue
-                if line[0] == ":":
-                    continue
-                name, _, value = line.partition(":")
-                if value[:1] == " ":
-                    value = value[1:]
-                if name == "data":
-                    data.append(value)
-                elif name == "event":
-                    event = value
-                elif name == "error":
-                    # llama.cpp reports a failure inside the stream as an "error:" line.
-                    batch.append(SseEvent("error", value))
-            if batch:
-                yield batch
-        if data:  # a last event without its blank line
-            yield [SseEvent(event or "message", "\n".join(data))]
+        if _plain(response):
+            splitter = LineSplitter()
+            async for raw in response.aiter_raw():
+                if check is not None:
+                    check()
+                batch = parser.feed(splitter.feed(raw))
+                if batch:
+                    yield batch
+            last = parser.feed(splitter.flush())
+        else:
+            last = []
+            async for lines in iter_line_batches(response):
+                if check is not None:
+                    check()
+                batch = parser.feed(lines)
+                if batch:
+                    yield batch
+        last += parser.flush()
+        if last:
+            yield last
     except httpx.TransportError as exc:
         raise transport_error(backend, str(response.request.url), exc, streaming=True) from exc
 

@@ -109,3 +109,14 @@ async def test_the_check_runs_on_every_read() -> None:
     got = [b async for b in iter_sse_batches(response(reads), "b", lambda: calls.append(1))]
     assert got == [[SseEvent("message", "1")]]
     assert len(calls) == 4
+
+
+async def test_compressed_events_are_parsed_alike() -> None:
+    body = gzip.compress(b"data: 1\n\nevent: e\ndata: 2\n\ndata: 3")
+    reads = [body[:7], body[7:]]
+    got = [
+        event
+        async for batch in iter_sse_batches(response(reads, {"content-encoding": "gzip"}), "b")
+        for event in batch
+    ]
+    assert got == [SseEvent("message", "1"), SseEvent("e", "2"), SseEvent("message", "3")]
