@@ -16,11 +16,13 @@ import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
 
+import httpx
+
 from anyfill.config.model import Settings
 from anyfill.config.secrets import resolve_api_key
 from anyfill.daemon.backends.base import Backend, FimPrompt, Plan, Usage
 from anyfill.daemon.backends.common import closing_stream
-from anyfill.daemon.backends.http import HttpClient, make_client
+from anyfill.daemon.backends.http import make_client
 from anyfill.daemon.backends.registry import create_backend
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.completion import (
@@ -89,7 +91,7 @@ class Engine:
         self._environ = os.environ if environ is None else environ
         self.backends: dict[str, Backend] = {}
         self.unusable: dict[str, AnyfillError] = {}
-        self._clients: list[HttpClient] = []
+        self._clients: list[httpx.AsyncClient] = []
         self._dispatcher: Dispatcher | None = None
         self._owned_scheduler: Scheduler | None = None
         self._running: dict[str, asyncio.Task[Completion]] = {}

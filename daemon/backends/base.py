@@ -17,8 +17,9 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, Protocol
 
+import httpx
+
 from anyfill.config.model import BackendConfig
-from anyfill.daemon.backends.http import HttpClient
 
 PromptMode = Literal["native", "template", "chat"]
 
@@ -102,7 +103,7 @@ class Backend(abc.ABC):
     capabilities: ClassVar[Capabilities]
 
     def __init__(
-        self, config: BackendConfig, client: HttpClient, api_key: str | None = None
+        self, config: BackendConfig, client: httpx.AsyncClient, api_key: str | None = None
     ) -> None:
         self.config = config
         self.client = client

@@ -5,9 +5,9 @@ the only cancel signal llama.cpp, Ollama and vLLM act on (with HTTP/2 httpx send
 RST_STREAM, so a cancelled request keeps generating). The pool keeps connections alive
 between requests so an interactive completion pays no connect on a warm backend.
 
-httpx is the API backends speak (``httpx.Request``, ``httpx.Response``, httpx's
-exceptions and transports). What sends the requests is :class:`BackendClient`, not
-``httpx.AsyncClient``: see its docstring for why.
+httpx is the API backends speak: each gets an ``httpx.AsyncClient``. The daemon's is a
+:class:`BackendClient`, which sends backend requests straight to its transport (see its
+docstring for why) over aiohttp (``aiohttp_transport``).
 """
 
 from __future__ import annotations
@@ -15,36 +15,17 @@ from __future__ import annotations
 import json as jsonlib
 from collections.abc import Mapping
 from importlib import metadata
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
 from anyfill.config.model import BackendConfig
 
-__all__ = ["BackendClient", "HttpClient", "make_client", "timeout_for", "user_agent"]
+__all__ = ["BackendClient", "make_client", "timeout_for", "user_agent"]
 
 #: Sending a request body never takes long; a stuck write means a dead peer.
 WRITE_TIMEOUT_S = 10.0
 KEEPALIVE_EXPIRY_S = 60.0
-
-
-class HttpClient(Protocol):
-    """What a backend sends its requests with: a :class:`BackendClient` in the daemon; an
-    ``httpx.AsyncClient`` fits too (tests use one to run backends over httpcore)."""
-
-    def build_request(
-        self,
-        method: str,
-        url: str,
-        *,
-        json: Any = None,
-        params: Mapping[str, str] | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> httpx.Request: ...
-
-    async def send(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response: ...
-
-    async def aclose(self) -> None: ...
 
 
 def user_agent() -> str:
@@ -55,19 +36,18 @@ def user_agent() -> str:
     return f"anyfill/{version}"
 
 
-class BackendClient:
-    """httpx requests sent straight to one transport.
+class BackendClient(httpx.AsyncClient):
+    """An ``httpx.AsyncClient`` whose requests from backends go straight to its transport.
 
-    ``httpx.AsyncClient.send`` runs machinery on every request that a backend never uses:
+    ``AsyncClient.send`` runs machinery on every request that a backend never uses:
     cookie merging and extraction, auth and redirect flows, event hooks, merging the URL,
     headers and parameters with the client's. Measured by ``anyfill bench p2``, that
     machinery (with ``aiter_lines``) cost more CPU than the whole aiohttp request under it.
-    This client builds the ``httpx.Request`` (with the timeouts the transport reads from
-    its extensions) and hands it to the transport; the ``httpx.Response`` that comes back is
-    the transport's, so closing it closes the connection as before.
-
-    No redirects are followed (an API that redirects a POST is misconfigured, and the
-    answer says so) and no cookies are kept.
+    So ``build_request`` with a JSON body and ``send`` without auth or redirects build the
+    ``httpx.Request`` (with the timeouts the transport reads from its extensions) and hand
+    it to the transport; the ``httpx.Response`` that comes back is the transport's, so
+    closing it closes the connection as before. Anything else (cookies, other bodies, an
+    auth flow, following redirects) takes httpx's own path.
 
     A backend asks the same few URLs with the same headers every time, so their parsed
     forms are kept: httpx parses a URL string in about 18 µs and normalises every header
@@ -85,42 +65,100 @@ class BackendClient:
         timeout: httpx.Timeout,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        self._transport = transport
-        self._timeout = timeout.as_dict()
-        self._headers = {"User-Agent": user_agent(), "Accept": "*/*", **(headers or {})}
+        fixed = {"User-Agent": user_agent(), "Accept": "*/*", **(headers or {})}
+        # Proxies are the transport's business (it reads the environment itself).
+        super().__init__(
+            transport=transport,
+            timeout=timeout,
+            headers=fixed,
+            follow_redirects=False,
+            trust_env=False,
+        )
+        self._direct = transport
+        self._fixed_headers = fixed
+        self._timeouts = timeout.as_dict()
         self._urls: dict[str, httpx.URL] = {}
-        self._header_sets: dict[tuple[bytes, tuple[tuple[str, str], ...]], httpx.Headers] = {}
+        self._header_sets: dict[tuple[str, tuple[tuple[str, str], ...]], httpx.Headers] = {}
 
     def build_request(
         self,
         method: str,
-        url: str,
+        url: httpx.URL | str,
         *,
+        content: Any = None,
+        data: Any = None,
+        files: Any = None,
         json: Any = None,
-        params: Mapping[str, str] | None = None,
-        headers: Mapping[str, str] | None = None,
+        params: Any = None,
+        headers: Any = None,
+        cookies: Any = None,
+        timeout: Any = httpx.USE_CLIENT_DEFAULT,
+        extensions: Any = None,
     ) -> httpx.Request:
-        extensions = {"timeout": self._timeout}
-        if params is not None or json is None:  # rare (health probes): httpx does it all
-            merged = {**self._headers, **headers} if headers else self._headers
-            return httpx.Request(
-                method, url, params=params, headers=merged, json=json, extensions=extensions
+        plain_json = (
+            json is not None
+            and isinstance(url, str)
+            and (headers is None or isinstance(headers, Mapping))
+            and content is None
+            and data is None
+            and files is None
+            and params is None
+            and cookies is None
+            and timeout is httpx.USE_CLIENT_DEFAULT
+            and extensions is None
+        )
+        if not plain_json:
+            return super().build_request(
+                method,
+                url,
+                content=content,
+                data=data,
+                files=files,
+                json=json,
+                params=params,
+                headers=headers,
+                cookies=cookies,
+                timeout=timeout,
+                extensions=extensions,
             )
-        target = self._url(url)
+        assert isinstance(url, str)
         # The body encoded as httpx encodes ``json=`` (compact, UTF-8, no NaN).
         body = jsonlib.dumps(
             json, ensure_ascii=False, separators=(",", ":"), allow_nan=False
         ).encode()
         request = httpx.Request(
             method,
-            target,
-            headers=self._json_headers(target, headers),
+            self._url(url),
+            headers=self._json_headers(url, headers),
             stream=httpx.ByteStream(body),
-            extensions=extensions,
+            extensions={"timeout": self._timeouts},
         )
         request.headers["Content-Length"] = str(len(body))
         request.read()  # the body is in memory: ``request.content`` holds it
         return request
+
+    async def send(
+        self,
+        request: httpx.Request,
+        *,
+        stream: bool = False,
+        auth: Any = httpx.USE_CLIENT_DEFAULT,
+        follow_redirects: Any = httpx.USE_CLIENT_DEFAULT,
+    ) -> httpx.Response:
+        """The response once its head arrived; with ``stream=False`` its body is read too."""
+        if auth is not httpx.USE_CLIENT_DEFAULT or follow_redirects is True:
+            return await super().send(
+                request, stream=stream, auth=auth, follow_redirects=follow_redirects
+            )
+        if self.is_closed:
+            raise RuntimeError("Cannot send a request, as the client has been closed.")
+        response = await self._direct.handle_async_request(request)
+        if not stream:
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+        return response
 
     def _url(self, url: str) -> httpx.URL:
         parsed = self._urls.get(url)
@@ -130,42 +168,23 @@ class BackendClient:
             parsed = self._urls[url] = httpx.URL(url)
         return parsed
 
-    def _json_headers(self, url: httpx.URL, headers: Mapping[str, str] | None) -> httpx.Headers:
-        """Host, ours and the backend's headers and the JSON content type, parsed once per
-        distinct set (``Request`` copies them, so the kept set is never changed)."""
-        key = (url.netloc, tuple(headers.items()) if headers else ())
+    def _json_headers(self, url: str, headers: Mapping[str, str] | None) -> httpx.Headers:
+        """Host, the client's and the backend's headers and the JSON content type, parsed
+        once per distinct set (``Request`` copies them, so the kept set never changes)."""
+        key = (url, tuple(headers.items()) if headers else ())
         found = self._header_sets.get(key)
         if found is None:
             if len(self._header_sets) >= self.CACHE_SIZE:
                 self._header_sets.clear()
             found = self._header_sets[key] = httpx.Headers(
                 {
-                    "Host": url.netloc.decode("ascii"),
-                    **self._headers,
+                    "Host": self._url(url).netloc.decode("ascii"),
+                    **self._fixed_headers,
                     **(headers or {}),
                     "Content-Type": "application/json",
                 }
             )
         return found
-
-    async def send(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:
-        """The response once its head arrived; with ``stream=False`` its body is read too."""
-        response = await self._transport.handle_async_request(request)
-        if not stream:
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-        return response
-
-    async def aclose(self) -> None:
-        await self._transport.aclose()
-
-    async def __aenter__(self) -> BackendClient:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 def timeout_for(config: BackendConfig) -> httpx.Timeout:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+import httpx
+
 from anyfill.config.model import BACKEND_TYPES, BackendConfig
 from anyfill.daemon.backends.anthropic import AnthropicBackend
 from anyfill.daemon.backends.base import Backend
 from anyfill.daemon.backends.gemini import GeminiBackend
-from anyfill.daemon.backends.http import HttpClient
 from anyfill.daemon.backends.llamacpp import LlamaCppBackend
 from anyfill.daemon.backends.mistral_fim import MistralFimBackend
 from anyfill.daemon.backends.ollama import OllamaBackend
@@ -48,6 +49,6 @@ def backend_class(type_name: str) -> type[Backend]:
 
 
 def create_backend(
-    config: BackendConfig, client: HttpClient, api_key: str | None = None
+    config: BackendConfig, client: httpx.AsyncClient, api_key: str | None = None
 ) -> Backend:
     return backend_class(config.type)(config, client, api_key)

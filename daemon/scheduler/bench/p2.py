@@ -171,12 +171,12 @@ class Anyfill(BenchClient):
 
         from anyfill.config.model import Limits, RoutingConfig
         from anyfill.daemon.backends.base import FimPrompt
-        from anyfill.daemon.backends.http import HttpClient, make_client
+        from anyfill.daemon.backends.http import make_client
         from anyfill.daemon.backends.registry import create_backend
         from anyfill.daemon.scheduler import Scheduler
 
         config = stub_config(url, Limits(requests_per_minute=RPM, max_concurrent=CONCURRENCY))
-        self.client: HttpClient
+        self.client: httpx.AsyncClient
         if self.transport == "default":
             self.client = make_client(config)
         elif self.transport == "httpx":

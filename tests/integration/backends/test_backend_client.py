@@ -86,9 +86,25 @@ async def test_no_proxy_goes_direct(loopback: StartServer, monkeypatch: pytest.M
 
 
 async def test_httpx_async_client_fits_as_the_client(loopback: StartServer) -> None:
-    """Backends take any ``HttpClient``; httpx's own goes through httpcore."""
+    """A plain ``httpx.AsyncClient`` works as well: it goes through httpcore."""
     srv = await loopback(OpenAI())
     config = config_for(srv.url)
     async with httpx.AsyncClient() as client:
         chunks = await collect(create_backend(config, client), SEED)
     assert "".join(chunks) == SEED_ANSWER
+
+
+async def test_it_is_an_httpx_client_with_httpx_api(loopback: StartServer) -> None:
+    srv = await loopback(OpenAI())
+    client = make_client(config_for(srv.url))
+    assert isinstance(client, httpx.AsyncClient)
+    async with client:
+        answer = await client.post(f"{srv.url}/v1/completions", json={**BODY, "stream": False})
+        assert answer.status_code == 200
+        assert answer.json()["choices"][0]["text"] == SEED_ANSWER
+        async with client.stream("GET", f"{srv.url}/v1/models") as response:
+            assert [line async for line in response.aiter_lines()]
+    assert srv.requests[0].headers["user-agent"] == user_agent()
+    assert srv.requests[1].headers["user-agent"] == user_agent()  # httpx's own path too
+    with pytest.raises(RuntimeError, match="closed"):
+        await client.send(client.build_request("POST", f"{srv.url}/v1/completions", json={}))
