@@ -7,6 +7,7 @@ most once per ``publish_every_s``), so the request path pays only for appending 
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,23 @@ def cost_of(price: Price | None, prompt_tokens: int, completion_tokens: int) -> 
     return (
         prompt_tokens * price.input_per_mtok + completion_tokens * price.output_per_mtok
     ) / 1_000_000
+
+
+class LocalDay:
+    """``date.today()``, asked of the system once a day: each call converts the time to
+    local time, and every finished request that reports usage asks for the day."""
+
+    def __init__(self) -> None:
+        self._day: dt.date | None = None
+        self._until = 0.0
+
+    def __call__(self) -> dt.date:
+        now = time.time()
+        if self._day is None or now >= self._until:
+            day = self._day = dt.date.today()
+            self._until = dt.datetime.combine(day + dt.timedelta(days=1), dt.time()).timestamp()
+            return day
+        return self._day
 
 
 @dataclass
@@ -66,14 +84,14 @@ class Metrics:
         *,
         lane_state: Callable[[str], LaneState] | None = None,
         publish_every_s: float = 1.0,
-        today: Callable[[], dt.date] = dt.date.today,
+        today: Callable[[], dt.date] | None = None,
     ) -> None:
         self.clock = clock
         self.bus = bus
         self.prices = dict(prices or {})
         self._lane_state = lane_state
         self._stats: dict[str, _Stats] = {}
-        self._today = today
+        self._today = today or LocalDay()
         self.publish_every_s = publish_every_s
         self._last_publish: dict[str, float] = {}
 

@@ -740,3 +740,15 @@ async def test_a_timeout_while_the_caller_holds_an_event_ends_the_attempt_at_the
     assert scheduler.metrics.summary("a").outcomes == (("timeout", 1),)
     assert scheduler.metrics.summary("b").outcomes == (("ok", 1),)
     assert not a.calls[0].completed
+
+
+def test_local_day_is_today_and_kept_until_midnight() -> None:
+    import datetime as dt
+
+    from anyfill.daemon.scheduler.metrics import LocalDay
+
+    day = LocalDay()
+    before = dt.date.today()
+    got = day()
+    assert got in (before, dt.date.today())
+    assert day() is got  # kept: not asked again before midnight
