@@ -51,7 +51,9 @@ class BackendClient(httpx.AsyncClient):
 
     A backend asks the same few URLs with the same headers every time, so their parsed
     forms are kept: httpx parses a URL string in about 18 µs and normalises every header
-    on each request, which together cost more than the aiohttp request itself.
+    on each request, which together cost more than the aiohttp request itself. The
+    client's headers and timeouts are those it was made with (``make_client`` never
+    changes them later).
     """
 
     #: Parsed URLs and header sets kept; past this the cache starts over (a backend uses
