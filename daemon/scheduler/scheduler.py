@@ -333,10 +333,19 @@ class Scheduler:
             self.bus.publish(CooldownChanged(lane.name, False))
 
     def _succeeded(self, lane: Lane) -> None:
-        """It answered: a soft cooldown ends now (``Health.succeed``)."""
-        lane.health.succeed()
-        if self._cooldown_timers and not lane.health.cooling(self.clock.now()):
-            self._cooldown_over(lane)
+        """It answered: a soft cooldown ends now (``Health.succeed``). An answer that said
+        its quota is used up (``Observer.on_response``) starts a hard one: announced here."""
+        health = lane.health
+        health.succeed()
+        now = self.clock.now()
+        if not health.cooling(now):
+            if self._cooldown_timers:
+                self._cooldown_over(lane)
+        elif self.bus is not None and lane.name not in self._cooldown_timers:
+            self.bus.publish(
+                CooldownChanged(lane.name, True, health.seconds_left(now), health.reason)
+            )
+            self._watch_cooldown(lane)
 
     def _cooling_error(self, lane: Lane) -> BackendError:
         left = lane.health.seconds_left(self.clock.now())

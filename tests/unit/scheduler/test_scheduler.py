@@ -305,6 +305,21 @@ async def test_a_cooldown_extended_meanwhile_ends_once_at_its_new_end(clock: Man
         assert drain(cooldowns) == [CooldownChanged("a", False)]
 
 
+async def test_an_answer_with_its_quota_used_up_announces_the_pause(clock: ManualClock) -> None:
+    used_up = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "6s"}
+    a = FakeBackend("a", clock, url="http://127.0.0.1:1")
+    a.script.append(Reply(headers=used_up))
+    bus = EventBus()
+    cooldowns = bus.subscribe(CooldownChanged)
+    async with Scheduler([a], RoutingConfig(default=["a"]), clock=clock, bus=bus) as scheduler:
+        assert text_of(await collect(scheduler, request("r1"))) == "hello world"
+        (started,) = drain(cooldowns)
+        assert started.cooling
+        assert started.seconds_left == pytest.approx(6)
+        await clock.advance(6.1)
+        assert drain(cooldowns) == [CooldownChanged("a", False)]
+
+
 async def test_a_soft_cooldown_ends_with_the_next_answer(clock: ManualClock) -> None:
     a = FakeBackend("a", clock, url="http://127.0.0.1:1")
     a.script.append(Reply(error=ServerError("a", "500 from a")))
