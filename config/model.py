@@ -268,6 +268,26 @@ class UiConfig(Section):
     notifications: bool = True
     preview_font_size: int = Field(11, ge=6, le=48)
     history_size: int = Field(50, ge=0, le=1000)
+    preview_accept_keys: list[Hotkey] = Field(
+        default_factory=lambda: ["<tab>", "<enter>"],
+        min_length=1,
+        description="Keys that insert the previewed completion (taken only while it shows).",
+    )
+    preview_dismiss_key: Hotkey = Field(
+        "<esc>", description="Closes the preview, stops the request."
+    )
+    preview_next_key: Hotkey = Field("<alt>+]", description="Next alternative (next backend).")
+    preview_previous_key: Hotkey = Field("<alt>+[", description="Previous alternative.")
+
+    @field_validator("preview_dismiss_key", "preview_next_key", "preview_previous_key")
+    @classmethod
+    def _valid_key(cls, value: str) -> str:
+        return _check_hotkey(value)
+
+    @field_validator("preview_accept_keys")
+    @classmethod
+    def _valid_keys(cls, value: list[str]) -> list[str]:
+        return [_check_hotkey(key) for key in value]
 
 
 def _node_name() -> str:

@@ -12,6 +12,8 @@ import signal
 import sys
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from anyfill.config.model import CaptureStrategy, Settings
@@ -28,6 +30,7 @@ from anyfill.daemon.heap import freeze_startup_objects
 from anyfill.daemon.hotkeys import Action, bindings_from
 from anyfill.daemon.log import setup_logging
 from anyfill.daemon.pipeline import Pipeline
+from anyfill.daemon.preview import PreviewController
 from anyfill.daemon.waiting import first_set
 
 log = logging.getLogger("anyfill.app")
@@ -90,9 +93,11 @@ async def serve_core(
     ready: Callable[[], None] | None = None,
     *,
     completer_factory: CompleterFactory = default_completer,
+    preview: bool = False,
 ) -> None:
     """Run the desktop path around ``core`` until ``stop`` is set; ``ready`` is called once
-    the hotkeys are grabbed and the backends built."""
+    the hotkeys are grabbed and the backends built. ``preview``: a window shows previews
+    (the tray); headless, the preview hotkey inserts directly."""
     settings = core.settings
     pipelines: list[Pipeline] = []
 
@@ -107,9 +112,18 @@ async def serve_core(
         manager = completer_factory(settings, core.bus)
         async with manager as entered:
             completer: Completer = entered if entered is not None else manager
+            previewer = None
+            if preview and desktop.preview_input is not None:
+                previewer = PreviewController(desktop, settings, core.bus)
             pipeline = Pipeline(
-                desktop, completer, settings, capture_strategies(desktop, settings), bus=core.bus
+                desktop,
+                completer,
+                settings,
+                capture_strategies(desktop, settings),
+                bus=core.bus,
+                preview=previewer,
             )
+            core.preview = previewer
             pipelines.append(pipeline)
             core.pipeline = pipeline
             freeze_startup_objects()
@@ -122,13 +136,22 @@ async def serve_core(
             finally:
                 pipelines.clear()
                 core.pipeline = None
+                core.preview = None
                 await pipeline.aclose()
             if desktop.lost.is_set() and not stop.is_set():
                 raise DesktopUnavailable("the connection to the display was lost")
     log.info("anyfill stopped")
 
 
-def run_daemon(settings: Settings, *, headless: bool, debug: bool = False) -> None:
+def run_daemon(
+    settings: Settings,
+    *,
+    headless: bool,
+    debug: bool = False,
+    config_path: Path | None = None,
+) -> int:
+    """Run until stopped: with the tray (the ``anyfill.frontends`` entry point ``tray``,
+    provided by ``anyfill.ui``; the core never imports Qt itself) unless ``headless``."""
     path = setup_logging(
         level="DEBUG" if debug else settings.logging.level,
         to_file=settings.logging.file,
@@ -139,8 +162,26 @@ def run_daemon(settings: Settings, *, headless: bool, debug: bool = False) -> No
     if path:
         log.info("logging to %s", path)
     if not headless:
-        log.warning("the tray is not available yet; running headless")
+        frontend = load_frontend("tray")
+        if frontend is not None:
+            from anyfill.config.store import default_config_path
+
+            return int(frontend(settings, config_path or default_config_path()))
+        log.warning("the tray is not installed (anyfill.ui); running headless")
     asyncio.run(_main(settings))
+    return 0
+
+
+def load_frontend(name: str) -> Callable[[Settings, Path], int] | None:
+    """The front end registered under ``name`` in the ``anyfill.frontends`` entry points."""
+    for entry in metadata.entry_points(group="anyfill.frontends", name=name):
+        try:
+            frontend: Callable[[Settings, Path], int] = entry.load()
+        except ImportError as exc:  # Qt missing or broken: the hotkeys still work
+            log.warning("the %s front end cannot load: %s", name, exc)
+            return None
+        return frontend
+    return None
 
 
 async def _main(settings: Settings) -> None:

@@ -73,14 +73,16 @@ def version() -> None:
 
 
 @cli.command()
-@click.option("--headless", is_flag=True, help="Run without the tray icon.")
+@click.option("--headless", is_flag=True, help="Run without the tray and the preview popup.")
 @pass_state
-def run(state: CliState, headless: bool) -> None:
-    """Run the daemon: hotkeys, capture, completion and insertion (and the tray)."""
+def run(state: CliState, headless: bool) -> int:
+    """Run anyfill: the tray, the hotkeys, capture, completion, preview and insertion."""
     from anyfill.daemon.app import run_daemon
 
     settings = state.settings()
-    run_daemon(settings, headless=headless, debug=state.debug)
+    return run_daemon(
+        settings, headless=headless, debug=state.debug, config_path=state.resolved_config_path()
+    )
 
 
 def _not_yet(command: str, issue: str) -> NoReturn:

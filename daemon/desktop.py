@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from anyfill.daemon.hotkeys import Hotkey
 
 Which = Literal["clipboard", "primary"]
 """``primary`` is X11's middle-click selection; platforms without one ignore it."""
@@ -150,6 +154,25 @@ class Windows(Protocol):
         ...
 
 
+class PreviewInput(Protocol):
+    """What a preview popup needs of the desktop: its keys, and the user's activity."""
+
+    async def grab_keys(
+        self, bindings: Mapping[str, Hotkey], on_key: Callable[[str], None]
+    ) -> frozenset[int]:
+        """Take these keys from every application until :meth:`release_keys`; returns the
+        platform key codes they (and the modifiers) use, which :meth:`watch_activity`
+        reports too."""
+        ...
+
+    async def release_keys(self) -> None: ...
+
+    def watch_activity(self, on_activity: Callable[[str, int], None]) -> Callable[[], None]:
+        """Report every key press ("key", code) and click ("click", button) anywhere,
+        whoever has the focus; returns the function that stops watching."""
+        ...
+
+
 @dataclass(frozen=True)
 class Desktop:
     keys: Keys
@@ -157,3 +180,5 @@ class Desktop:
     windows: Windows
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the connection to the display broke: the daemon cannot go on."""
+    preview_input: PreviewInput | None = None
+    """None where the platform cannot grab the popup keys (then no preview popup)."""

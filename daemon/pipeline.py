@@ -28,11 +28,14 @@ from anyfill.daemon.errors import AnyfillError, FocusChanged, SecureField, Selec
 from anyfill.daemon.hotkeys import Action
 from anyfill.daemon.inject.inserter import Inserter
 from anyfill.daemon.log import Private
+from anyfill.daemon.preview import PreviewController
 
 log = logging.getLogger("anyfill.pipeline")
 
 T = TypeVar("T")
-Status = Literal["inserted", "clipboard", "kept", "empty", "skipped", "failed", "cancelled"]
+Status = Literal[
+    "inserted", "clipboard", "kept", "empty", "skipped", "failed", "cancelled", "dismissed"
+]
 
 
 @dataclass(frozen=True)
@@ -61,9 +64,12 @@ class Pipeline:
         strategies: Mapping[CaptureStrategy, Strategy],
         *,
         bus: EventBus | None = None,
+        preview: PreviewController | None = None,
     ) -> None:
         self._desktop = desktop
         self._bus = bus
+        self._preview = preview
+        """Shows the completion before it goes in; None (headless): insert directly."""
         self._presses = 0
         self._completer = completer
         self._settings = settings
@@ -152,7 +158,10 @@ class Pipeline:
             )
         if desktop.windows.is_password_field(target):
             return Outcome(action, "skipped", "the caret is in a password field", target.app)
-        if action == "preview":
+        previewing = self._preview is not None and "preview" in (action, app.mode)
+        if previewing:
+            app = replace(app, mode="paste" if app.mode == "preview" else app.mode)
+        elif action == "preview":
             log.info("no preview window in headless mode; inserting directly")
         try:
             captured = await _uninterrupted(capture(target, app, self._strategies))
@@ -169,7 +178,13 @@ class Pipeline:
                 Private(captured.context.prefix),
                 Private(captured.context.suffix),
             )
-            completion = await self._completer.complete(request)
+            if previewing and self._preview is not None:
+                shown = await self._preview.run(request, target, self._completer)
+                if shown is None:
+                    return Outcome(action, "dismissed", self._preview.last_reason, target.app)
+                completion = shown
+            else:
+                completion = await self._completer.complete(request)
         except SecureField as exc:
             return Outcome(action, "skipped", str(exc), target.app)
         except AnyfillError as exc:

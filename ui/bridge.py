@@ -22,6 +22,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from typing import Any, TypeVar
 
 from PySide6.QtCore import QObject, Signal, Slot
@@ -128,7 +129,7 @@ class CoreBridge(QObject):
         if runner is None:
             from anyfill.daemon.app import serve_core
 
-            runner = serve_core
+            runner = partial(serve_core, preview=True)
 
         def on_ready() -> None:
             self.ready.emit(core.announce())

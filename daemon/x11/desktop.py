@@ -11,6 +11,7 @@ from anyfill.daemon.hotkeys import Action, Hotkey, Trigger
 from anyfill.daemon.x11.connection import XConnection
 from anyfill.daemon.x11.grab import X11Hotkeys
 from anyfill.daemon.x11.keyboard import X11Keys
+from anyfill.daemon.x11.preview_input import X11PreviewInput
 from anyfill.daemon.x11.selection import X11Clipboard
 from anyfill.daemon.x11.windows import X11Windows
 
@@ -34,7 +35,13 @@ class X11Desktop:
             await stack.enter_async_context(self._conn)
             keys = X11Keys(self._conn)
             clipboard = X11Clipboard(self._conn)
-            desktop = Desktop(keys, clipboard, X11Windows(self._conn), lost=self._conn.lost)
+            desktop = Desktop(
+                keys,
+                clipboard,
+                X11Windows(self._conn),
+                lost=self._conn.lost,
+                preview_input=X11PreviewInput(self._conn, keys),
+            )
             stack.push_async_callback(self._hand_over, clipboard)
             await stack.enter_async_context(
                 X11Hotkeys(self._conn, keys, self._bindings, self._on_trigger)

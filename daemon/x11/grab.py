@@ -5,17 +5,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from anyfill.daemon.errors import DesktopUnavailable
-from anyfill.daemon.hotkeys import Action, Hotkey, Trigger
+from anyfill.daemon.hotkeys import Hotkey
 from anyfill.daemon.x11.connection import XConnection
 from anyfill.daemon.x11.keyboard import X11Keys
 
 log = logging.getLogger("anyfill.x11.grab")
 
+A = TypeVar("A", bound=str)
 
-class X11Hotkeys:
+
+class X11Hotkeys(Generic[A]):
     """Grabs each hotkey on the root window, with every Caps Lock / Num Lock variant.
 
     The X server delivers a grabbed press only to us; the application under the caret
@@ -26,14 +28,17 @@ class X11Hotkeys:
         self,
         conn: XConnection,
         keys: X11Keys,
-        bindings: Mapping[Action, Hotkey],
-        on_trigger: Trigger,
+        bindings: Mapping[A, Hotkey],
+        on_trigger: Callable[[A], None],
+        *,
+        announce: bool = True,
     ) -> None:
         self._conn = conn
         self._keys = keys
         self._bindings = dict(bindings)
         self._on_trigger = on_trigger
-        self._grabs: dict[tuple[int, int], Action] = {}
+        self._announce = logging.INFO if announce else logging.DEBUG
+        self._grabs: dict[tuple[int, int], A] = {}
         self._relevant = 0
         self._lock_variants: list[int] = []
         """Caps Lock / Num Lock states grabbed along with each combination."""
@@ -58,7 +63,12 @@ class X11Hotkeys:
                     masks[name] = 1 << index
         return masks
 
-    async def __aenter__(self) -> X11Hotkeys:
+    @property
+    def keycodes(self) -> frozenset[int]:
+        """The key codes grabbed (without their modifiers)."""
+        return frozenset(keycode for keycode, _ in self._grabs)
+
+    async def __aenter__(self) -> X11Hotkeys[A]:
         from Xlib import X, error
 
         masks = self._modifier_masks()
@@ -88,7 +98,7 @@ class X11Hotkeys:
                 log.warning("%s; it is disabled", message)
                 continue
             self._grabs[(keycode, modifiers)] = action
-            log.info("hotkey %s: %s", hotkey, action)
+            log.log(self._announce, "hotkey %s: %s", hotkey, action)
         self._unsubscribe = [
             self._conn.on(X.KeyPress, self._on_press),
             self._conn.on(X.KeyRelease, self._on_release),

@@ -257,9 +257,12 @@ class Outcome:
 
 
 class Daemon:
-    """``anyfill run --headless`` as its own process; outcomes are read from its log."""
+    """``anyfill run --headless`` (or, ``headless=False``, ``anyfill run`` with the tray) as
+    its own process; outcomes are read from its log."""
 
-    def __init__(self, session: XSession, config: str, name: str = "anyfill") -> None:
+    def __init__(
+        self, session: XSession, config: str, name: str = "anyfill", *, headless: bool = True
+    ) -> None:
         self.session = session
         self.config_path = session.workdir / f"{name}.toml"
         self.config_path.write_text(config)
@@ -273,13 +276,12 @@ class Daemon:
                 "--config",
                 str(self.config_path),
                 "run",
-                "--headless",
+                *(["--headless"] if headless else []),
             ],
             self.log_path.name,
         )
-        wait_until(
-            lambda: self._check_alive() and "anyfill is running" in self.log(), 20, "anyfill"
-        )
+        ready = "anyfill is running" if headless else "tray ready"
+        wait_until(lambda: self._check_alive() and ready in self.log(), 20, "anyfill")
 
     def _check_alive(self) -> bool:
         if self.process.poll() is not None:
