@@ -115,6 +115,9 @@ class PreviewPopup(QFrame):
             if event.monospace
             else QFont(self.font())
         )
+        if event.monospace:
+            font.setStyleHint(QFont.StyleHint.TypeWriter)
+            font.setFixedPitch(True)
         font.setPointSize(self._font_size)
         self._body.setFont(font)
         self._hint.setText(self._dimmed(hint_line(event.keys)))
