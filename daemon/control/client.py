@@ -49,7 +49,10 @@ def call(
         except OSError as exc:
             raise ControlError(f"cannot connect to {path}: {exc.strerror or exc}") from exc
         try:
-            sock.sendall(protocol.request(cmd, args))
+            try:  # noqa: SIM105 - contextlib would be one more import on every press
+                sock.sendall(protocol.request(cmd, args))
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # a refusal is sent before reading; it is still there to read
             line = _read_line(sock)
         except TimeoutError:
             raise ControlError(f"the daemon did not answer within {timeout_s:g} s") from None
