@@ -13,10 +13,13 @@ from __future__ import annotations
 import json
 import os
 import socket
-from typing import Any
 
 from anyfill.daemon.control import paths, protocol
 from anyfill.daemon.errors import CommandRefused, ControlError, NotRunning
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~5 ms a press)
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_TIMEOUT_S = 5.0
 

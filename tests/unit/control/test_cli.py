@@ -18,7 +18,7 @@ from anyfill.daemon.control.render import duration, outcome_line
 from anyfill.daemon.control.server import ControlServer
 from anyfill.daemon.control.trigger_cmd import parse
 
-HEAVY = ("click", "pydantic", "importlib.metadata", "asyncio", "httpx", "anyfill.config")
+HEAVY = ("click", "pydantic", "importlib.metadata", "typing", "asyncio", "httpx", "anyfill.config")
 PROBE = f"""
 import sys
 from anyfill.daemon.launcher import main
