@@ -23,6 +23,9 @@ from anyfill.daemon.capture.base import Strategy
 from anyfill.daemon.capture.clipboard_mode import ClipboardCapture
 from anyfill.daemon.capture.keyboard import KeyboardCapture
 from anyfill.daemon.completion import Completer
+from anyfill.daemon.control.builtins import DaemonControl, install_builtins
+from anyfill.daemon.control.commands import Commands
+from anyfill.daemon.control.server import ControlServer
 from anyfill.daemon.core import Core
 from anyfill.daemon.desktop import Desktop
 from anyfill.daemon.errors import DesktopUnavailable
@@ -82,9 +85,18 @@ async def serve(
     settings: Settings,
     stop: asyncio.Event,
     completer_factory: CompleterFactory = default_completer,
+    *,
+    commands: Commands | None = None,
+    control_socket: str | None = None,
 ) -> None:
-    """Run headless until ``stop`` is set."""
-    await serve_core(Core(settings, EventBus()), stop, completer_factory=completer_factory)
+    """Run headless until ``stop`` is set (see :func:`serve_core`)."""
+    await serve_core(
+        Core(settings, EventBus()),
+        stop,
+        completer_factory=completer_factory,
+        commands=commands,
+        control_socket=control_socket,
+    )
 
 
 async def serve_core(
@@ -94,21 +106,30 @@ async def serve_core(
     *,
     completer_factory: CompleterFactory = default_completer,
     preview: bool = False,
+    commands: Commands | None = None,
+    control_socket: str | None = None,
 ) -> None:
-    """Run the desktop path around ``core`` until ``stop`` is set; ``ready`` is called once
-    the hotkeys are grabbed and the backends built. ``preview``: a window shows previews
-    (the tray); headless, the preview hotkey inserts directly."""
+    """Run the desktop path around ``core`` until ``stop`` is set.
+
+    ``ready`` is called once the hotkeys are grabbed and the backends built. ``preview``: a
+    window shows previews (the tray); headless, the preview hotkey inserts directly.
+    ``commands``: the control socket's registry, for a layer (the tray) that adds its own
+    commands; the built-in ones are added here. ``control_socket``: its path (default
+    ``$XDG_RUNTIME_DIR/anyfill/control.sock``).
+    """
     settings = core.settings
     pipelines: list[Pipeline] = []
 
     def on_trigger(action: Action) -> None:
-        if core.paused and action != "cancel":
-            log.info("paused: the %s hotkey starts nothing (resume from the tray)", action)
-            return
         for pipeline in pipelines:
             pipeline.trigger(action)
 
-    async with open_desktop(settings, on_trigger) as desktop:
+    commands = commands if commands is not None else Commands()
+    # Bound first: a live daemon on the socket stops us before we grab its hotkeys.
+    async with (
+        ControlServer(commands, control_socket) as control,
+        open_desktop(settings, on_trigger) as desktop,
+    ):
         manager = completer_factory(settings, core.bus)
         async with manager as entered:
             completer: Completer = entered if entered is not None else manager
@@ -124,8 +145,11 @@ async def serve_core(
                 preview=previewer,
             )
             core.preview = previewer
-            pipelines.append(pipeline)
             core.pipeline = pipeline
+            pipelines.append(pipeline)
+            install_builtins(commands, DaemonControl(settings, pipeline, on_trigger, desktop="x11"))
+            core.install_commands(commands)
+            await control.start_serving()
             freeze_startup_objects()
             chain = ", ".join(settings.routing.default)
             log.info("anyfill is running; backends in order: %s", chain)

@@ -8,11 +8,13 @@ press, and announce the result as a :class:`DaemonStatus` on the bus.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Literal, Protocol
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from anyfill.config.model import InsertMode, Settings
 from anyfill.daemon.bus import EventBus
-from anyfill.daemon.bus.status import DaemonStatus
+from anyfill.daemon.bus.status import DaemonStatus, ShowWindow
+from anyfill.daemon.control.commands import Commands
 from anyfill.daemon.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -37,9 +39,56 @@ class Core:
     def __init__(self, settings: Settings, bus: EventBus) -> None:
         self.settings = settings
         self.bus = bus
-        self.paused = False
+        self._paused = False
         self.pipeline: Pipeline | None = None
         self.preview: PreviewPort | None = None
+        self.ui = ""
+        """The attached front end ("tray"), empty when headless."""
+        self.ui_status: dict[str, Any] = {}
+        """What the front end reports about itself for ``anyfill status``."""
+
+    @property
+    def paused(self) -> bool:
+        return self.pipeline.paused if self.pipeline is not None else self._paused
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        self._paused = value
+        if self.pipeline is not None:
+            self.pipeline.paused = value
+
+    def install_commands(self, commands: Commands) -> None:
+        """Control-socket commands that go through the core, so the tray hears of them."""
+        commands.register(
+            "pause",
+            lambda _: self._state(self.pause()),
+            replace=True,
+            summary="ignore hotkey presses until resume",
+        )
+        commands.register(
+            "resume",
+            lambda _: self._state(self.resume()),
+            replace=True,
+            summary="act on hotkey presses again",
+        )
+        if not self.ui:
+            return
+        commands.ui = self.ui
+        commands.add_status_section(self.ui, lambda: dict(self.ui_status))
+        for window in ("settings", "diagnostics"):
+            commands.register(
+                f"show-{window}",
+                partial(self._show, window),
+                summary=f"open the {window} window of the running anyfill",
+            )
+
+    def _state(self, status: DaemonStatus) -> dict[str, Any]:
+        busy = self.pipeline is not None and self.pipeline.busy
+        return {"state": "paused" if status.paused else "working" if busy else "idle"}
+
+    def _show(self, window: str, args: dict[str, Any]) -> dict[str, Any]:
+        self.bus.publish(ShowWindow(window))
+        return {"shown": window}
 
     # -- state ------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from anyfill.daemon.bus.status import (
     PreviewShown,
     PreviewText,
     Problem,
+    ShowWindow,
 )
 from anyfill.daemon.scheduler.events import AttemptFinished
 from anyfill.ui.bridge import CoreBridge
@@ -77,6 +78,13 @@ class TrayApp(QObject):
             self.notifier.problem(NO_TRAY)
         self.bridge.start()
 
+    def show_window(self, window: str) -> None:
+        """A second `anyfill run` (or `anyfill` over the control socket) asked for a window."""
+        if window == "settings":
+            self.windows.show_settings()
+        elif window == "diagnostics":
+            self.windows.show_diagnostics()
+
     def quit(self) -> None:
         self.popup.hide()
         self.app.quit()
@@ -86,7 +94,9 @@ class TrayApp(QObject):
     def on_ready(self, status: object) -> None:
         self.ready_at = time.monotonic()
         self.on_event(status)
-        log.info("tray ready")
+        tray = self.tray.icon.isVisible()
+        self.bridge.call(lambda core: core.ui_status.update(icon=tray, host=Tray.available()))
+        log.info("tray ready" if tray else "tray ready (no tray host: no icon)")
 
     def on_stopped(self, reason: str) -> None:
         if not reason:
@@ -108,6 +118,9 @@ class TrayApp(QObject):
             self.popup.close_for(event.preview_id)
         elif isinstance(event, PressFinished):
             self.tray.on_finished(event)
+        elif isinstance(event, ShowWindow):
+            self.show_window(event.window)
+            return
         elif isinstance(event, AttemptFinished):
             problem = problem_of(event, self._urls)
             if problem is not None:

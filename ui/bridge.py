@@ -122,6 +122,7 @@ class CoreBridge(QObject):
         self._stop = asyncio.Event()
         bus = EventBus()
         core = Core(self.settings, bus)
+        core.ui = "tray"
         self._core = core
         bus.listen(self.core_event.emit)
         self._started.set()
