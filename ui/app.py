@@ -111,11 +111,19 @@ class TrayApp(QObject):
     def on_event(self, event: object) -> None:
         if isinstance(event, PreviewText):
             self.popup.show_text(event)
+            log.debug(
+                "popup %d: %d characters%s",
+                event.preview_id,
+                len(event.text),
+                " (final)" if event.final else "",
+            )
             return
         if isinstance(event, PreviewShown):
             self.popup.open_for(event)
+            log.debug("popup %d shown at %s", event.preview_id, self.popup.pos().toTuple())
         elif isinstance(event, PreviewClosed):
             self.popup.close_for(event.preview_id)
+            log.debug("popup %d closed: %s", event.preview_id, event.reason)
         elif isinstance(event, PressFinished):
             self.tray.on_finished(event)
         elif isinstance(event, ShowWindow):

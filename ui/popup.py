@@ -61,6 +61,7 @@ class PreviewPopup(QFrame):
         self.setAttribute(Qt.WidgetAttribute.WA_X11DoNotAcceptFocus)
         self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self.setObjectName("anyfillPreview")
+        self.setWindowTitle("anyfill preview")
         self.setFrameShape(QFrame.Shape.Box)
         self._font_size = font_size
         self.preview_id: int | None = None
