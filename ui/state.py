@@ -87,10 +87,10 @@ class TrayState:
             return "preview"
         if self.in_flight:
             return "working"
+        if self.chain and self.chain[0] in self.cooling:
+            return "cooling"  # says more than the error the cooldown itself caused
         if self.error and now - self.error_at < ERROR_SHOWN_S:
             return "error"
-        if self.chain and self.chain[0] in self.cooling:
-            return "cooling"
         return "idle"
 
     def tokens_today(self) -> tuple[int, float]:
