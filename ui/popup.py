@@ -9,13 +9,17 @@ itself only draws what the core's preview events say.
 from __future__ import annotations
 
 import html
+import logging
+import time
 
 from PySide6.QtCore import QPoint, QRect, Qt
-from PySide6.QtGui import QCursor, QFont, QFontDatabase, QGuiApplication, QPalette
+from PySide6.QtGui import QCursor, QFont, QFontDatabase, QGuiApplication, QPaintEvent, QPalette
 from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
 
 from anyfill.daemon.bus.status import PreviewShown, PreviewText
 from anyfill.ui.placement import place
+
+log = logging.getLogger("anyfill.ui.popup")
 
 MAX_LINES = 12
 MAX_WIDTH_FRACTION = 0.6
@@ -45,6 +49,26 @@ def hint_line(keys: tuple[tuple[str, str], ...]) -> str:
     return "   ·   ".join(parts)
 
 
+class _Body(QLabel):
+    """The completion's label; stamps each paint for the preview benchmark."""
+
+    def __init__(self, popup: PreviewPopup) -> None:
+        super().__init__(popup)
+        self._popup = popup
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        super().paintEvent(event)
+        popup = self._popup
+        if popup.preview_id is not None and log.isEnabledFor(logging.DEBUG):
+            # When text became visible, on the clock every process shares (bench/bench_tray).
+            log.debug(
+                "popup %d painted %d characters at %.6f",
+                popup.preview_id,
+                len(popup.text),
+                time.monotonic(),
+            )
+
+
 class PreviewPopup(QFrame):
     """Shows one preview at a time; :meth:`open_for`, :meth:`show_text`, :meth:`close_for`."""
 
@@ -72,7 +96,7 @@ class PreviewPopup(QFrame):
         self.final = False
 
         self._header = QLabel(self)
-        self._body = QLabel(self)
+        self._body = _Body(self)
         self._hint = QLabel(self)
         for label in (self._header, self._body, self._hint):
             label.setTextFormat(Qt.TextFormat.RichText)

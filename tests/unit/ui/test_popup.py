@@ -65,7 +65,7 @@ def test_thinking_then_streamed_text_then_final_then_closed(qtbot: QtBot) -> Non
     popup.open_for(PreviewShown(1, "Mousepad", caret, "    return ", "", True, KEYS))
     assert popup.isVisible()
     assert popup.pos() == QPoint(200, 318 + CARET_GAP)
-    body = popup.findChildren(type(popup._body))[1]
+    body = popup._body
     assert "thinking…" in body.text()
     assert "return" in body.text()
     popup.show_text(PreviewText(1, "3.14 *", "", ms=12.0))
