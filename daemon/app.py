@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -185,6 +186,10 @@ def run_daemon(
     )
     if path:
         log.info("logging to %s", path)
+    if not headless and sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
+        # Neither Qt nor the X11 desktop path can open without a display: the core's own
+        # start says why in one line, rather than Qt aborting the process.
+        headless = True
     if not headless:
         frontend = load_frontend("tray")
         if frontend is not None:
