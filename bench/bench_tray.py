@@ -38,6 +38,8 @@ from tests.servers.script import Reply
 
 GOALS = {"start": 1000.0, "rss": 150.0, "preview": 50.0, "tab": 30.0}
 PAINTED = re.compile(r"popup (\d+) painted (\d+) characters at ([\d.]+)")
+REFUSED: list[str] = []
+"""Presses a guard refused (nothing inserted, nothing lost); reported, not timed."""
 DEBUG = '[logging]\nlevel = "DEBUG"\nfile = false\n'
 
 
@@ -78,20 +80,34 @@ def p1(x: XSession, daemon: Daemon, target: QtTarget, runs: int, tag: str) -> li
         count = len(daemon.outcomes())
         began = time.monotonic()
         press(["Control_L", "Alt_L", "space"])
-        seen = changed_after(target, began, text[:6] + "big " + text[6:])
         outcome = daemon.wait_outcome(count + 1)
         if outcome.status != "inserted":
-            raise SystemExit(f"P1 {tag} run {run}: {outcome}")
+            # A guard refused (e.g. a capture key handled late under load): nothing lost,
+            # but no figure either; counted and shown.
+            REFUSED.append(f"P1 {tag} run {run}: {outcome.status}: {outcome.reason}")
+            continue
+        seen = seen_or_dump(daemon, target, began, text[:6] + "big " + text[6:], f"P1 {run}")
         if run >= 2:
             times.append((seen - began) * 1000)
     return times
+
+
+def seen_or_dump(daemon: Daemon, target: QtTarget, since: float, text: str, what: str) -> float:
+    """When the target shows ``text``; on a timeout, the daemon's log is kept for a look."""
+    try:
+        return changed_after(target, since, text)
+    except TimeoutError:
+        time.sleep(5)
+        kept = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench_tray-{os.getpid()}.log"
+        kept.write_text(daemon.log())
+        raise SystemExit(f"{what}: the app shows {target.state()}; daemon log: {kept}") from None
 
 
 def painted_after(daemon: Daemon, since: float, with_text: bool) -> float:
     def find() -> float:
         for match in PAINTED.finditer(daemon.log()):
             at = float(match[3])
-            if at > since and (int(match[2]) > 0) == with_text:
+            if at > since and (int(match[2]) > 0 or not with_text):
                 return at
         return 0.0
 
@@ -110,7 +126,7 @@ def preview(
         count, requests = len(daemon.outcomes()), len(server.requests)
         began = time.monotonic()
         press(["Control_L", "Alt_L", "Return"])
-        shown = painted_after(daemon, began, with_text=False)
+        shown = painted_after(daemon, began, with_text=False)  # "thinking…" or text at once
         first = painted_after(daemon, began, with_text=True)
         wait_until(lambda n=requests: len(server.requests) > n, 5, "the request")
         request = server.requests[-1]
@@ -120,10 +136,11 @@ def preview(
         time.sleep(0.05)
         tab = time.monotonic()
         press(["Tab"])
-        seen = changed_after(target, tab, text[:6] + "big " + text[6:])
         outcome = daemon.wait_outcome(count + 1)
         if outcome.status != "inserted":
-            raise SystemExit(f"preview run {run}: {outcome}")
+            REFUSED.append(f"preview run {run}: {outcome.status}: {outcome.reason}")
+            continue
+        seen = seen_or_dump(daemon, target, tab, text[:6] + "big " + text[6:], f"preview {run}")
         if run >= 2:
             shown_ms.append((shown - began) * 1000)
             text_ms.append((first - began - backend) * 1000)
@@ -181,11 +198,14 @@ def main() -> None:
     print(line("P1 hotkey -> inserted, tray", tray.p1))
     ratio = percentile(tray.p1, 0.5) / percentile(headless.p1, 0.5)
     print(f"ratio P1 tray/headless (medians): {ratio:.2f}x")
-    print(line("preview hotkey -> popup painted (thinking…)", tray.shown))
+    print(line("preview hotkey -> popup first painted", tray.shown))
     print(
         line("preview hotkey -> first text painted, backend excluded", tray.text, GOALS["preview"])
     )
     print(line("Tab -> text in the app", tray.tab, GOALS["tab"]))
+    print(f"presses a guard refused (not timed): {len(REFUSED)}")
+    for refused in REFUSED:
+        print(f"  {refused}")
 
 
 if __name__ == "__main__":

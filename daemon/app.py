@@ -145,8 +145,7 @@ async def serve_core(
                 bus=core.bus,
                 preview=previewer,
             )
-            core.preview = previewer
-            core.pipeline = pipeline
+            core.attach(pipeline, previewer)
             pipelines.append(pipeline)
             install_builtins(commands, DaemonControl(settings, pipeline, on_trigger, desktop="x11"))
             core.install_commands(commands)
@@ -160,8 +159,7 @@ async def serve_core(
                 await first_set(stop, desktop.lost)
             finally:
                 pipelines.clear()
-                core.pipeline = None
-                core.preview = None
+                core.attach(None, None)
                 await pipeline.aclose()
             if desktop.lost.is_set() and not stop.is_set():
                 raise DesktopUnavailable("the connection to the display was lost")

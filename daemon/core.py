@@ -47,6 +47,12 @@ class Core:
         self.ui_status: dict[str, Any] = {}
         """What the front end reports about itself for ``anyfill status``."""
 
+    def attach(self, pipeline: Pipeline | None, preview: PreviewPort | None) -> None:
+        """The desktop path is up (or, with None, down); a pause chosen before holds."""
+        self.pipeline, self.preview = pipeline, preview
+        if pipeline is not None:
+            pipeline.paused = self._paused
+
     @property
     def paused(self) -> bool:
         return self.pipeline.paused if self.pipeline is not None else self._paused

@@ -111,17 +111,6 @@ class PreviewController:
         session = _Session(self._count, context, target, chain, completer)
         self._session = session
         bindings = self.key_bindings()
-        self._bus.publish(
-            PreviewShown(
-                preview_id=session.preview_id,
-                app=target.app,
-                caret=context.caret,
-                line_before=context.prefix.rsplit("\n", 1)[-1][-LINE_CONTEXT_CHARS:],
-                line_after=context.suffix.split("\n", 1)[0][:LINE_CONTEXT_CHARS],
-                monospace=looks_like_code(context.prefix[-400:] + context.suffix[:200]),
-                keys=tuple((name, str(hotkey)) for name, hotkey in bindings.items()),
-            )
-        )
         reason = "cancelled"
         grabbed = False
         stop_watching: Callable[[], None] = _nothing
@@ -134,6 +123,17 @@ class PreviewController:
                 stop_watching = port.watch_activity(
                     lambda kind, code: self._on_activity(session, kind, code, own)
                 )
+            self._bus.publish(
+                PreviewShown(
+                    preview_id=session.preview_id,
+                    app=target.app,
+                    caret=context.caret,
+                    line_before=context.prefix.rsplit("\n", 1)[-1][-LINE_CONTEXT_CHARS:],
+                    line_after=context.suffix.split("\n", 1)[0][:LINE_CONTEXT_CHARS],
+                    monospace=looks_like_code(context.prefix[-400:] + context.suffix[:200]),
+                    keys=tuple((name, str(hotkey)) for name, hotkey in bindings.items()),
+                )
+            )
             focus_task = asyncio.create_task(self._watch_focus(session), name="preview-focus")
             self._start(session, request)
             result, reason = await self._decide(session)

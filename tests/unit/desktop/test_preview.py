@@ -144,7 +144,7 @@ def rig(answers: dict[str, list[str]] | None = None) -> Rig:
         preview=preview,
     )
     core = Core(settings, bus)
-    core.pipeline, core.preview = pipeline, preview
+    core.attach(pipeline, preview)
     return Rig(pipeline, completer, port, keys, windows, events, core)
 
 
