@@ -36,6 +36,7 @@ from anyfill.ui.windows import WindowHost
 
 log = logging.getLogger("anyfill.ui")
 
+TRAY_RETRY_MS = 5_000
 NO_TRAY = Problem(
     "no_tray",
     "No system tray here, so anyfill shows no icon; the hotkeys and the preview work.",
@@ -66,17 +67,31 @@ class TrayApp(QObject):
         self.ready_at: float | None = None
         self._urls = {b.name: b.url for b in settings.backends}
         self._want_tray = settings.ui.tray
+        self._tray_watch: QTimer | None = None
         self.bridge.core_event.connect(self.on_event)
         self.bridge.ready.connect(self.on_ready)
         self.bridge.stopped.connect(self.on_stopped)
 
     def start(self) -> None:
-        if self._want_tray and Tray.available():
-            self.notifier.tray = self.tray.icon
-            self.tray.show()
-        elif self._want_tray:
+        if self._want_tray and not self._show_tray():
             self.notifier.problem(NO_TRAY)
+            # A panel started after us (a session still coming up) gets the icon then.
+            self._tray_watch = QTimer(self)
+            self._tray_watch.timeout.connect(self._show_tray)
+            self._tray_watch.start(TRAY_RETRY_MS)
         self.bridge.start()
+
+    def _show_tray(self) -> bool:
+        if self.tray.icon.isVisible():
+            return True
+        if not Tray.available():
+            return False
+        self.notifier.tray = self.tray.icon
+        self.tray.show()
+        log.info("the system tray is there: showing the icon")
+        if self._tray_watch is not None:
+            self._tray_watch.stop()
+        return True
 
     def show_window(self, window: str) -> None:
         """A second `anyfill run` (or `anyfill` over the control socket) asked for a window."""
