@@ -147,7 +147,8 @@ class Pipeline:
         self.history.append(outcome)
         if self._bus is not None:
             self._bus.publish(finished_event(outcome, press))
-        level = logging.INFO if outcome.status in ("inserted", "clipboard") else logging.WARNING
+        quiet = ("inserted", "clipboard", "dismissed")  # dismissed: the user's own choice
+        level = logging.INFO if outcome.status in quiet else logging.WARNING
         log.log(
             level,
             "outcome=%s app=%s method=%s capture=%s ms=%.1f chars=%d%s",
