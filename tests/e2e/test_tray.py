@@ -257,3 +257,19 @@ def test_the_tray_icon_follows_the_state_and_its_menu_opens(
         shot = Path(SCREENSHOTS) / "tray-menu-full.png"
         x.run("import", "-window", "root", str(shot))
     x.key("Escape", clear=False)
+
+
+def test_a_click_elsewhere_closes_the_popup_and_its_request(
+    x: XSession, tray: Daemon, editor: Editor, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, server = llama
+    answer_next(responder, Reply(text="y" * 30, chunks=["y"] * 30, chunk_delay_s=0.1))
+    before, closed = len(tray.outcomes()), len(server.disconnects)
+    press_preview(x, tray)
+    x.run("xdotool", "mousemove", "900", "600", "click", "1")  # the desktop, not the editor
+    outcome = next_outcome(tray, before)
+    assert (outcome.status, outcome.reason) == ("dismissed", "click"), outcome
+    wait_until(lambda: len(server.disconnects) > closed, 5, "the HTTP stream to close")
+    assert not popup_visible(x)
+    caret = caret_offset()
+    assert editor.saved(x) == editor.text[:caret] + "|" + editor.text[caret:]
