@@ -79,20 +79,12 @@ def version() -> None:
 def run(state: CliState, headless: bool) -> None:
     """Run the daemon: hotkeys, capture, completion and insertion (and the tray)."""
     from anyfill.daemon.app import run_daemon
-    from anyfill.daemon.control.instance import hand_over, single_instance
-    from anyfill.daemon.errors import AlreadyRunning
+    from anyfill.daemon.control.instance import single_instance
 
-    try:
-        # Before anything else: a second instance must not grab the hotkeys twice.
-        with single_instance():
-            settings = state.settings()
-            run_daemon(settings, headless=headless, debug=state.debug)
-    except AlreadyRunning as exc:
-        # Started again from a menu: the running tray shows itself, as desktop apps do.
-        if headless or not hand_over():
-            raise
-        who = f"pid {exc.pid}" if exc.pid else "another process"
-        click.echo(f"anyfill is already running ({who}); asked it to show itself")
+    # Before anything else: a second instance must not grab the hotkeys twice.
+    with single_instance():
+        settings = state.settings()
+        run_daemon(settings, headless=headless, debug=state.debug)
 
 
 @cli.command()

@@ -83,25 +83,6 @@ def _holder_pid(fd: int, within_s: float = 0.5) -> int | None:
         time.sleep(0.01)
 
 
-ACTIVATE = "activate"
-"""The command a UI registers to show itself when the user starts ``anyfill run`` again."""
-
-
-def hand_over() -> bool:
-    """Ask the running instance to show itself, if it has a UI that registered
-    :data:`ACTIVATE`; False when it has none or does not answer."""
-    from anyfill.daemon.control.client import call
-
-    try:
-        commands = call("ping", timeout_s=2.0).get("commands", {})
-        if ACTIVATE not in commands:
-            return False
-        call(ACTIVATE, timeout_s=5.0)
-    except ControlError:
-        return False
-    return True
-
-
 @contextlib.contextmanager
 def single_instance(path: str | None = None) -> Iterator[InstanceLock]:
     """``with single_instance(): run the daemon`` -- raises :class:`AlreadyRunning`."""

@@ -3,7 +3,6 @@ release on exit and on a crash, and exactly one winner when many start at once."
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import stat
@@ -15,9 +14,7 @@ from pathlib import Path
 import pytest
 
 from anyfill.daemon.control import paths
-from anyfill.daemon.control.commands import Commands
 from anyfill.daemon.control.instance import InstanceLock, single_instance
-from anyfill.daemon.control.server import ControlServer
 from anyfill.daemon.errors import AlreadyRunning, ControlError
 
 HOLD = """
@@ -136,43 +133,3 @@ def test_a_lock_file_that_is_a_symlink_is_refused(runtime: Path) -> None:
     os.symlink(target, os.path.join(directory, "instance.lock"))
     with pytest.raises(ControlError, match="cannot open"):
         InstanceLock().acquire()
-
-
-def anyfill_run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "anyfill.daemon.launcher", "run", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(os.environ),
-        check=False,
-    )
-
-
-async def test_a_second_run_hands_over_to_a_ui_that_registered_activate(runtime: Path) -> None:
-    first = holder(60)
-    activated: list[dict[str, object]] = []
-    commands = Commands()
-    commands.register("ping", lambda args: {"commands": commands.summaries()})
-    try:
-        assert await asyncio.to_thread(first_line, first) == "won"
-        async with ControlServer(commands) as server:
-            await server.start_serving()
-            # No UI: refused, exit 1, nothing handed over.
-            refused = await asyncio.to_thread(anyfill_run)
-            assert refused.returncode == 1
-            assert f"anyfill is already running (pid {first.pid})" in refused.stderr
-            # A UI that can show itself is asked to, and the second start exits 0.
-            commands.register("activate", activated.append)
-            handed = await asyncio.to_thread(anyfill_run)
-            assert handed.returncode == 0, handed.stderr
-            assert handed.stdout == (
-                f"anyfill is already running (pid {first.pid}); asked it to show itself\n"
-            )
-            assert activated == [{}]
-            # --headless never hands over: the user asked for a daemon, one runs.
-            headless = await asyncio.to_thread(anyfill_run, "--headless")
-            assert headless.returncode == 1
-            assert activated == [{}]
-    finally:
-        stop(first)
