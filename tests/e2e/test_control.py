@@ -138,6 +138,17 @@ def test_bad_input_gets_answers_and_the_daemon_keeps_working(
     assert "Traceback" not in controlled.log()
 
 
+def test_doctor_names_the_running_daemon(controlled: Daemon) -> None:
+    _, output = controlled.cli("--config", str(controlled.config_path), "doctor")
+    daemon_line = next(line for line in output.splitlines() if line.split()[1:2] == ["daemon"])
+    assert daemon_line.split(None, 2) == [
+        "ok",
+        "daemon",
+        f"running (pid {controlled.process.pid}, headless); control socket "
+        f"{controlled.socket_path}",
+    ]
+
+
 def test_socket_and_directory_are_private(controlled: Daemon) -> None:
     assert stat.S_IMODE(controlled.socket_path.stat().st_mode) == 0o600
     assert stat.S_IMODE(controlled.socket_path.parent.stat().st_mode) == 0o700

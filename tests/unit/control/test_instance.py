@@ -78,6 +78,30 @@ def test_the_lock_is_free_again_when_the_holder_dies(how: signal.Signals, runtim
     assert not lock.held
 
 
+CHILD_OUTLIVES = """
+import subprocess, sys, time
+from anyfill.daemon.control.instance import single_instance
+with single_instance():
+    child = subprocess.Popen(["sleep", "60"])  # e.g. a helper the daemon started
+    print(child.pid, flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_child_that_outlives_the_daemon_does_not_keep_the_lock(runtime: Path) -> None:
+    parent = subprocess.Popen(
+        [sys.executable, "-c", CHILD_OUTLIVES], stdout=subprocess.PIPE, text=True
+    )
+    child_pid = int(first_line(parent))
+    try:
+        stop(parent)
+        os.kill(child_pid, 0)  # the child still runs
+        with single_instance() as lock:
+            assert lock.held
+    finally:
+        os.kill(child_pid, signal.SIGKILL)
+
+
 def test_release_clears_the_pid_and_keeps_the_file(runtime: Path) -> None:
     with single_instance() as lock:
         path = Path(lock.path)

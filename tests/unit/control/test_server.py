@@ -120,6 +120,8 @@ BAD_INPUT = {
     "version not a number": (b'{"v": "1", "cmd": "echo"}\n', "bad-request"),
     "version from the future": (b'{"v": 99, "cmd": "echo"}\n', "unsupported-version"),
     "empty line": (b"\n", "bad-request"),
+    "nested too deep": (b"[" * 60_000 + b"\n", "bad-json"),
+    "an integer of 5000 digits": (b'{"cmd": "echo", "v": ' + b"9" * 5000 + b"}\n", "bad-json"),
     "huge line": (b'{"cmd": "echo", "args": {"x": "' + b"y" * 200_000 + b'"}}\n', "too-long"),
     "huge line without newline": (b"z" * 200_000, "too-long"),
 }
