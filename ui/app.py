@@ -9,6 +9,7 @@ once, and ``anyfill status`` answers from the command line.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import time
 from pathlib import Path
@@ -155,6 +156,10 @@ class TrayApp(QObject):
 
 def run_tray(settings: Settings, config_path: Path) -> int:
     """Run the tray application until the user quits; the exit code."""
+    if os.environ.get("DISPLAY") and "QT_QPA_PLATFORM" not in os.environ:
+        # The desktop path is X11 (Xwayland apps in a Wayland session): the popup must be
+        # an X11 window too, or it cannot be placed at their caret.
+        os.environ["QT_QPA_PLATFORM"] = "xcb"
     app = QApplication.instance() or QApplication(["anyfill"])
     assert isinstance(app, QApplication)
     app.setApplicationName("anyfill")
