@@ -8,7 +8,8 @@ the target stamps each text change, the popup stamps each paint in the daemon's 
 Printed:
 - start -> ready (hotkeys grabbed; for the tray also the icon shown), headless vs tray;
 - RSS after start and after the presses, headless vs tray;
-- P1 (complete hotkey -> text in the app), headless vs tray, and the ratio;
+- P1 (complete hotkey -> text in the app), headless vs tray: both run at once on their own
+  hotkeys and the presses alternate, so both see the same load; and the ratio;
 - preview hotkey -> popup painted ("thinking…") and -> first text painted, minus the
   backend's share (request received -> answered, from the loopback server);
 - Tab -> text in the app.
@@ -38,6 +39,13 @@ from tests.servers.script import Reply
 
 GOALS = {"start": 1000.0, "rss": 150.0, "preview": 50.0, "tab": 30.0}
 PAINTED = re.compile(r"popup (\d+) painted (\d+) characters at ([\d.]+)")
+TRAY_KEYS = """
+[hotkeys]
+complete = "<ctrl>+<alt>+o"
+preview = "<ctrl>+<alt>+p"
+cancel = "<ctrl>+<alt>+j"
+"""
+"""The tray daemon's own hotkeys: the headless one runs at the same time."""
 REFUSED: list[str] = []
 """Presses a guard refused (nothing inserted, nothing lost); reported, not timed."""
 DEBUG = '[logging]\nlevel = "DEBUG"\nfile = false\n'
@@ -64,32 +72,32 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def start(x: XSession, url: str, headless: bool) -> tuple[Daemon, float]:
+def start(x: XSession, url: str, headless: bool, keys: str = "") -> tuple[Daemon, float]:
     began = time.monotonic()
-    daemon = Daemon(x, config(url), name=f"bench-{time.monotonic_ns()}", headless=headless)
+    name = f"bench-{time.monotonic_ns()}"
+    daemon = Daemon(x, config(url) + keys, name=name, headless=headless)
     return daemon, (time.monotonic() - began) * 1000
 
 
-def p1(x: XSession, daemon: Daemon, target: QtTarget, runs: int, tag: str) -> list[float]:
+def p1_press(
+    x: XSession, daemon: Daemon, target: QtTarget, keys: list[str], tag: str
+) -> float | None:
+    """One completion hotkey press; ms to the text in the app, None when a guard refused."""
     press = xtest_presser(x.display)
-    times = []
-    for run in range(runs + 2):  # two warm-up presses
-        text = f"Hello world {tag} {run}"
-        target.set(text, 6)
-        time.sleep(0.1)
-        count = len(daemon.outcomes())
-        began = time.monotonic()
-        press(["Control_L", "Alt_L", "space"])
-        outcome = daemon.wait_outcome(count + 1)
-        if outcome.status != "inserted":
-            # A guard refused (e.g. a capture key handled late under load): nothing lost,
-            # but no figure either; counted and shown.
-            REFUSED.append(f"P1 {tag} run {run}: {outcome.status}: {outcome.reason}")
-            continue
-        seen = seen_or_dump(daemon, target, began, text[:6] + "big " + text[6:], f"P1 {run}")
-        if run >= 2:
-            times.append((seen - began) * 1000)
-    return times
+    text = f"Hello world {tag}"
+    target.set(text, 6)
+    time.sleep(0.1)
+    count = len(daemon.outcomes())
+    began = time.monotonic()
+    press(keys)
+    outcome = daemon.wait_outcome(count + 1)
+    if outcome.status != "inserted":
+        # A guard refused (e.g. a capture key handled late under load): nothing lost,
+        # but no figure either; counted and shown.
+        REFUSED.append(f"P1 {tag}: {outcome.status}: {outcome.reason}")
+        return None
+    seen = seen_or_dump(daemon, target, began, text[:6] + "big " + text[6:], f"P1 {tag}")
+    return (seen - began) * 1000
 
 
 def seen_or_dump(daemon: Daemon, target: QtTarget, since: float, text: str, what: str) -> float:
@@ -125,7 +133,7 @@ def preview(
         time.sleep(0.1)
         count, requests = len(daemon.outcomes()), len(server.requests)
         began = time.monotonic()
-        press(["Control_L", "Alt_L", "Return"])
+        press(["Control_L", "Alt_L", "p"])
         shown = painted_after(daemon, began, with_text=False)  # "thinking…" or text at once
         first = painted_after(daemon, began, with_text=True)
         wait_until(lambda n=requests: len(server.requests) > n, 5, "the request")
@@ -174,21 +182,28 @@ def main() -> None:
                 daemon, ms = start(x, server.url, headless)
                 starts[headless].append(ms)
                 daemon.stop()
-        results: dict[bool, Run] = {}
-        for headless in (True, False):
-            daemon, _ = start(x, server.url, headless)
-            run = Run(rss_start=rss_mb(daemon.process.pid))
-            x.focus(target.wid)
-            run.p1 = p1(x, daemon, target, args.runs, "h" if headless else "t")
-            if not headless:
-                run.shown, run.text, run.tab = preview(x, daemon, target, server, args.runs)
-            run.rss_end = rss_mb(daemon.process.pid)
-            results[headless] = run
-            daemon.stop()
+        # Both at once, each on its own hotkey, presses alternating: the same load for both.
+        headless_daemon, _ = start(x, server.url, True)
+        tray_daemon, _ = start(x, server.url, False, TRAY_KEYS)
+        headless = Run(rss_start=rss_mb(headless_daemon.process.pid))
+        tray = Run(rss_start=rss_mb(tray_daemon.process.pid))
+        x.focus(target.wid)
+        for n in range(args.runs + 2):  # two warm-up rounds
+            for run, daemon, keys, tag in (
+                (headless, headless_daemon, ["Control_L", "Alt_L", "space"], f"h{n}"),
+                (tray, tray_daemon, ["Control_L", "Alt_L", "o"], f"t{n}"),
+            ):
+                ms = p1_press(x, daemon, target, keys, tag)
+                if n >= 2 and ms is not None:
+                    run.p1.append(ms)
+        tray.shown, tray.text, tray.tab = preview(x, tray_daemon, target, server, args.runs)
+        headless.rss_end = rss_mb(headless_daemon.process.pid)
+        tray.rss_end = rss_mb(tray_daemon.process.pid)
+        headless_daemon.stop()
+        tray_daemon.stop()
         target.close()
         os.killpg(host.pid, signal.SIGTERM)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
-    headless, tray = results[True], results[False]
     print(line("start -> ready, headless", starts[True]))
     print(line("start -> ready, tray", starts[False], GOALS["start"]))
     for kind, run in (("headless", headless), ("tray", tray)):

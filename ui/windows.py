@@ -47,5 +47,6 @@ class WindowHost:
 
     def _open(self, url: QUrl) -> None:
         self.opened.append(url.toString())
+        log.info("opening %s", url.toString())
         if not QDesktopServices.openUrl(url):
             log.warning("no application opens %s; open it yourself", url.toLocalFile())

@@ -12,6 +12,7 @@ accept still types a tab, and the tray icon shows each state's colour in the tra
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -273,3 +274,20 @@ def test_a_click_elsewhere_closes_the_popup_and_its_request(
     assert not popup_visible(x)
     caret = caret_offset()
     assert editor.saved(x) == editor.text[:caret] + "|" + editor.text[caret:]
+
+
+def test_a_second_run_hands_over_to_the_running_tray(x: XSession, tray: Daemon) -> None:
+    second = Daemon(
+        x,
+        tray.config_path.read_text(),
+        name="second-tray",
+        runtime_dir=tray.runtime_dir,
+        wait=False,
+        headless=False,
+    )
+    assert second.process.wait(30) == 0
+    assert "anyfill is already running: opened its settings instead" in second.log()
+    wait_until(lambda: f"opening file://{tray.config_path}" in tray.log(), 5, "the settings")
+    code, output = tray.cli("status", "--json")
+    assert code == 0
+    assert json.loads(output)["sections"]["tray"] == {"icon": True, "host": True}
