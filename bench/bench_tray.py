@@ -65,6 +65,16 @@ def config(url: str) -> str:
     return daemon_config(url).replace('[logging]\nlevel = "INFO"\nfile = false\n', DEBUG)
 
 
+ICON_SHOWN = re.compile(r"tray icon shown at ([\d.]+)")
+
+
+def icon_shown_at(daemon: Daemon) -> float:
+    match = ICON_SHOWN.search(daemon.log())
+    if match is None:
+        raise SystemExit("the tray icon was never shown: is the tray host running?")
+    return float(match[1])
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -177,10 +187,14 @@ def main() -> None:
         target = QtTarget(x)
         x.set_clipboard("the user's clipboard")
         starts: dict[bool, list[float]] = {True: [], False: []}
+        icon_ms: list[float] = []
         for _ in range(args.starts):
             for headless in (True, False):
+                began = time.monotonic()
                 daemon, ms = start(x, server.url, headless)
                 starts[headless].append(ms)
+                if not headless:
+                    icon_ms.append((icon_shown_at(daemon) - began) * 1000)
                 daemon.stop()
         # Both at once, each on its own hotkey, presses alternating: the same load for both.
         headless_daemon, _ = start(x, server.url, True)
@@ -206,6 +220,7 @@ def main() -> None:
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     print(line("start -> ready, headless", starts[True]))
     print(line("start -> ready, tray", starts[False], GOALS["start"]))
+    print(line("start -> tray icon shown (hotkeys not live yet)", icon_ms))
     for kind, run in (("headless", headless), ("tray", tray)):
         print(f"RSS {kind}: {run.rss_start:.1f} MB after start, {run.rss_end:.1f} MB after presses")
     print(f"RSS goal with the tray: <= {GOALS['rss']:.0f} MB")
