@@ -19,6 +19,7 @@ from typing import Any
 
 from anyfill.config.model import CaptureStrategy, Settings
 from anyfill.daemon.bus import EventBus
+from anyfill.daemon.bus.status import Problem
 from anyfill.daemon.capture.accessibility import AccessibilityCapture
 from anyfill.daemon.capture.base import Strategy
 from anyfill.daemon.capture.clipboard_mode import ClipboardCapture
@@ -146,6 +147,9 @@ async def serve_core(
                 preview=previewer,
             )
             core.attach(pipeline, previewer)
+            for problem in desktop.problems:
+                fix = "choose another combination in [hotkeys], or quit the program holding it"
+                core.bus.publish(Problem(f"hotkey_taken:{problem}", problem, fix))
             pipelines.append(pipeline)
             install_builtins(commands, DaemonControl(settings, pipeline, on_trigger, desktop="x11"))
             core.install_commands(commands)

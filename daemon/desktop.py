@@ -182,3 +182,6 @@ class Desktop:
     """Set when the connection to the display broke: the daemon cannot go on."""
     preview_input: PreviewInput | None = None
     """None where the platform cannot grab the popup keys (then no preview popup)."""
+    problems: list[str] = field(default_factory=list)
+    """What the user should fix that did not stop the desktop (a hotkey another program
+    holds); the daemon announces each on the bus."""

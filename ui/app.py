@@ -143,6 +143,8 @@ class TrayApp(QObject):
             log.debug("popup %d closed: %s", event.preview_id, event.reason)
         elif isinstance(event, PressFinished):
             self.tray.on_finished(event)
+        elif isinstance(event, Problem):
+            self.notifier.problem(event)
         elif isinstance(event, ShowWindow):
             self.show_window(event.window)
             return

@@ -43,9 +43,10 @@ class X11Desktop:
                 preview_input=X11PreviewInput(self._conn, keys),
             )
             stack.push_async_callback(self._hand_over, clipboard)
-            await stack.enter_async_context(
+            hotkeys = await stack.enter_async_context(
                 X11Hotkeys(self._conn, keys, self._bindings, self._on_trigger)
             )
+            desktop.problems.extend(hotkeys.refused)
             self._stack = stack.pop_all()
         return desktop
 

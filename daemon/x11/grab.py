@@ -39,6 +39,8 @@ class X11Hotkeys(Generic[A]):
         self._on_trigger = on_trigger
         self._announce = logging.INFO if announce else logging.DEBUG
         self._grabs: dict[tuple[int, int], A] = {}
+        self.refused: list[str] = []
+        """One message per combination another program holds (that action is off)."""
         self._relevant = 0
         self._lock_variants: list[int] = []
         """Caps Lock / Num Lock states grabbed along with each combination."""
@@ -96,6 +98,7 @@ class X11Hotkeys(Generic[A]):
                 if action == "complete":
                     raise DesktopUnavailable(f"{message}; choose another in [hotkeys]")
                 log.warning("%s; it is disabled", message)
+                self.refused.append(message)
                 continue
             self._grabs[(keycode, modifiers)] = action
             log.log(self._announce, "hotkey %s: %s", hotkey, action)

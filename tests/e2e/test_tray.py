@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -291,3 +292,40 @@ def test_a_second_run_hands_over_to_the_running_tray(x: XSession, tray: Daemon) 
     code, output = tray.cli("status", "--json")
     assert code == 0
     assert json.loads(output)["sections"]["tray"] == {"icon": True, "host": True}
+
+
+HOLDER = """
+import sys, time
+from Xlib import X, XK, display
+d = display.Display()
+code = d.keysym_to_keycode(XK.string_to_keysym("k"))
+for lock in (0, X.LockMask, X.Mod2Mask, X.LockMask | X.Mod2Mask):
+    d.screen().root.grab_key(code, X.ControlMask | X.Mod1Mask | lock, False,
+                             X.GrabModeAsync, X.GrabModeAsync)
+d.sync()
+print("holding", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_hotkey_another_program_holds_is_notified_with_the_fix(
+    x: XSession, tray_host: int, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    holder = x.spawn([sys.executable, "-c", HOLDER], "holder.log")
+    try:
+        wait_until(lambda: "holding" in (x.workdir / "holder.log").read_text(), 10, "the grab")
+        keys = '[hotkeys]\ncomplete = "<ctrl>+<alt>+u"\npreview = "<ctrl>+<alt>+i"\n'
+        config = daemon_config(llama[1].url) + keys + 'cancel = "<ctrl>+<alt>+k"\n'
+
+        other = Daemon(x, config, name="held", headless=False)
+        try:
+            log = other.log()
+            assert "hotkey <ctrl>+<alt>+k (cancel) is taken by another program" in log
+            wait_until(
+                lambda: "choose another combination in [hotkeys]" in other.log(), 5, "the notice"
+            )
+        finally:
+            assert other.stop() == 0
+    finally:
+        os.killpg(holder.pid, signal.SIGTERM)
+        holder.wait(10)
