@@ -151,7 +151,9 @@ class PreviewController:
                 await port.release_keys()
             passed = reason.removeprefix("pass:") if reason.startswith("pass:") else ""
             if passed:
-                reason = f"nothing to accept yet; {passed} went to the application"
+                reason = _with_error(
+                    session, f"nothing to accept yet; {passed} went to the application"
+                )
             self.last_reason = reason
             self._bus.publish(PreviewClosed(session.preview_id, "passed" if passed else reason))
             if passed:
@@ -169,10 +171,10 @@ class PreviewController:
                 if alternative is session.current and session.accept_pending:
                     if alternative.completion is not None and alternative.completion.middle:
                         return alternative.completion, "accepted"
-                    return None, "empty"
+                    return None, _with_error(session, "empty")
                 continue
             if kind == "closed":
-                return None, str(value)
+                return None, _with_error(session, str(value))
             command = str(value)
             if command.startswith("accept"):
                 key = command.partition(":")[2]
@@ -186,7 +188,7 @@ class PreviewController:
                     continue
                 return None, f"pass:{key}" if key else "dismissed"
             if command == "dismiss":
-                return None, "dismissed"
+                return None, _with_error(session, "dismissed")
             if command in ("next", "previous"):
                 self._cycle(session, 1 if command == "next" else -1)
 
@@ -285,6 +287,12 @@ class PreviewController:
         rotation = target % len(chain) if chain else 0
         rotated = chain[rotation:] + chain[:rotation]
         self._start(session, replace(base, id=new_request_id(), backends=rotated))
+
+
+def _with_error(session: _Session, reason: str) -> str:
+    """The reason a preview closed, with the backend's failure when it had one."""
+    error = session.current.error if session.alternatives else ""
+    return f"{reason} (the backend failed: {error})" if error else reason
 
 
 def looks_like_code(text: str) -> bool:

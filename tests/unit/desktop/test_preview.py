@@ -273,3 +273,24 @@ async def test_insert_mode_preview_turns_the_complete_hotkey_into_a_preview() ->
 def test_code_is_shown_in_monospace_prose_is_not() -> None:
     assert looks_like_code("def f(x):\n    return x + 1")
     assert not looks_like_code("Dear team, thanks for the notes")
+
+
+async def test_a_failed_backend_is_shown_and_named_when_the_preview_closes() -> None:
+    from anyfill.daemon.errors import BackendUnavailable
+
+    r = rig()
+
+    async def refuse(request: CompletionRequest, on_text: object = None) -> Completion:
+        raise BackendUnavailable("first", "nothing listens on http://127.0.0.1:9")
+
+    r.completer.complete = refuse  # type: ignore[method-assign]
+    task = await r.press_preview()
+    await wait_for(lambda: any(e.error for e in r.of(PreviewText)))
+    shown = next(e for e in r.of(PreviewText) if e.error)
+    assert shown.final
+    assert "nothing listens" in shown.error
+    r.port.press("accept0")  # nothing to accept: the key goes on to the application
+    outcome = await task
+    assert outcome.status == "dismissed"
+    assert "nothing listens" in outcome.reason
+    assert r.keys.pressed[-1] == "<tab>"
