@@ -25,6 +25,7 @@ import re
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,7 +117,7 @@ def seen_or_dump(daemon: Daemon, target: QtTarget, since: float, text: str, what
         return changed_after(target, since, text)
     except TimeoutError:
         time.sleep(5)
-        kept = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench_tray-{os.getpid()}.log"
+        kept = Path(tempfile.gettempdir()) / f"bench_tray-{os.getpid()}.log"
         kept.write_text(daemon.log())
         raise SystemExit(f"{what}: the app shows {target.state()}; daemon log: {kept}") from None
 
