@@ -80,6 +80,10 @@ def run(state: CliState, headless: bool) -> None:
     from anyfill.daemon.app import run_daemon
 
     settings = state.settings()
+    if sys.stdin.isatty():
+        from anyfill.daemon.models.commands import offer_download
+
+        offer_download(settings)
     run_daemon(settings, headless=headless, debug=state.debug)
 
 

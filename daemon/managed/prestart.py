@@ -11,12 +11,12 @@ from anyfill.daemon.backends.base import Backend
 from anyfill.daemon.errors import AnyfillError
 from anyfill.daemon.managed.backend import ManagedLlamaCppBackend
 
-__all__ = ["start_managed_servers"]
+__all__ = ["answers", "start_managed_servers"]
 
 log = logging.getLogger("anyfill.managed")
 
 
-async def _answers(backend: Backend) -> bool:
+async def answers(backend: Backend) -> bool:
     try:
         async with asyncio.timeout(backend.config.timeouts.connect_s + 2):
             await backend.health()
@@ -41,7 +41,7 @@ async def start_managed_servers(backends: Mapping[str, Backend], settings: Setti
             for n in chain[:index]
             if not isinstance(backends[n], ManagedLlamaCppBackend)
         ]
-        answers = await asyncio.gather(*(_answers(b) for b in before))
+        answers = await asyncio.gather(*(answers(b) for b in before))
         if any(answers):
             first = next(b.name for b, ok in zip(before, answers, strict=True) if ok)
             log.info("not starting '%s': '%s' answers before it in the chain", name, first)

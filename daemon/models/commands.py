@@ -14,7 +14,7 @@ from anyfill.daemon.models.catalog import CATALOG, OTHER_FIM_MODELS, CatalogMode
 from anyfill.daemon.models.download import download_model
 from anyfill.daemon.models.store import looks_like_path, models_dir, part_path, resolve_model
 
-__all__ = ["list_models", "pull_model", "remove_model", "use_model"]
+__all__ = ["list_models", "offer_download", "pull_model", "remove_model", "use_model"]
 
 
 def managed_backends(settings: Settings) -> list[BackendConfig]:
@@ -129,3 +129,56 @@ def remove_model(settings: Settings, name: str) -> str:
     used = _in_use(settings).get(model.name)
     warning = f"; backend '{used}' still names it and will ask to download it again" if used else ""
     return f"removed {model.name} ({human_size(freed)} freed){warning}"
+
+
+def _earlier_server_answers(settings: Settings, managed: BackendConfig) -> bool:
+    import asyncio
+
+    from anyfill.daemon.backends.http import make_client
+    from anyfill.daemon.backends.registry import create_backend
+    from anyfill.daemon.managed.prestart import answers
+
+    chain = settings.routing.default
+    before = [
+        settings.backend(name)
+        for name in chain[: chain.index(managed.name)]
+        if settings.backend(name).enabled and settings.backend(name).type != managed.type
+    ]
+
+    async def check() -> bool:
+        for config in before:
+            if config.needs_key:
+                continue  # a cloud backend: its health says nothing about a local model
+            async with make_client(config) as client:
+                if await answers(create_backend(config, client)):
+                    return True
+        return False
+
+    return asyncio.run(check())
+
+
+def offer_download(settings: Settings) -> None:
+    """Before the daemon starts in a terminal: when the managed server will be needed and
+    its model is not downloaded, ask to download it now (size and place said)."""
+    for config in managed_backends(settings):
+        if not config.enabled or config.name not in settings.routing.default:
+            continue
+        try:
+            model = resolve_model(config.model, settings.models)
+        except ConfigError:
+            continue  # the daemon reports it with the fix
+        if model.present or model.catalog is None:
+            continue
+        if _earlier_server_answers(settings, config):
+            continue
+        click.echo(
+            f"No model server of yours answers, so anyfill will run {model.catalog.label} "
+            f"itself (backend '{config.name}')."
+        )
+        try:
+            pull_model(settings, model.catalog.name, yes=False)
+        except click.Abort:
+            click.echo(
+                f"Not downloaded: backend '{config.name}' fails until you run "
+                f"'anyfill model pull {model.catalog.name}' or start a server of your own."
+            )

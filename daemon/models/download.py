@@ -23,7 +23,13 @@ from anyfill.daemon.errors import AnyfillError
 from anyfill.daemon.models.catalog import CatalogModel, human_size
 from anyfill.daemon.models.store import part_path
 
-__all__ = ["DownloadError", "Progress", "download_model"]
+__all__ = [
+    "DownloadError",
+    "ModelDownload",
+    "Progress",
+    "download_in_background",
+    "download_model",
+]
 
 log = logging.getLogger("anyfill.models")
 
@@ -140,6 +146,7 @@ def download_model(
 
     Raises :class:`DownloadError` with what to do; the final path only ever holds a file
     whose SHA-256 matched."""
+    import httpx2
     from huggingface_hub.file_download import http_get
 
     if destination.is_file():
@@ -167,7 +174,7 @@ def download_model(
                 displayed_filename=model.filename,
                 tqdm_class=_progress_class(progress),
             )
-    except Exception as exc:  # huggingface_hub's and httpx2's many errors: one message
+    except (OSError, ValueError, httpx2.HTTPError) as exc:  # network, disk, size check
         kept = part.stat().st_size if part.exists() else 0
         raise DownloadError(
             f"the download of {model.name} stopped at {human_size(kept)} of {model.size_text}: "
@@ -183,3 +190,53 @@ def download_model(
         )
     part.replace(destination)
     return destination
+
+
+@dataclass(frozen=True)
+class ModelDownload:
+    """Progress of a model download on the bus (the tray draws its bar from these).
+
+    ``state``: 'running' (``done`` of ``total`` bytes), 'done', or 'failed' with ``error``."""
+
+    model: str
+    state: str
+    done: int = 0
+    total: int = 0
+    path: str = ""
+    error: str = ""
+
+    @property
+    def topic(self) -> str:
+        return f"state/models/{self.model}/download"
+
+
+async def download_in_background(
+    model: CatalogModel,
+    destination: Path,
+    *,
+    endpoint: str | None = None,
+    publish: Callable[[ModelDownload], None],
+    step: int = 8 * 1024 * 1024,
+) -> Path:
+    """:func:`download_model` in a worker thread, reporting on the bus through ``publish``
+    (called in the event loop's thread, at most once per ``step`` bytes)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    last = [-step]
+
+    def progress(done: int, total: int) -> None:
+        if done - last[0] >= step or done == total:
+            last[0] = done
+            event = ModelDownload(model.name, "running", done, total)
+            loop.call_soon_threadsafe(publish, event)
+
+    try:
+        path = await asyncio.to_thread(
+            download_model, model, destination, endpoint=endpoint, progress=progress
+        )
+    except DownloadError as exc:
+        publish(ModelDownload(model.name, "failed", error=str(exc)))
+        raise
+    publish(ModelDownload(model.name, "done", model.size, model.size, path=str(path)))
+    return path

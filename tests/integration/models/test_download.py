@@ -7,6 +7,8 @@ deterministic bytes of about the same size (the wire is the same).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import random
 from collections.abc import Iterator
@@ -14,8 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from anyfill.daemon.bus import EventBus
 from anyfill.daemon.models.catalog import CatalogModel
-from anyfill.daemon.models.download import DownloadError, download_model
+from anyfill.daemon.models.download import (
+    DownloadError,
+    ModelDownload,
+    download_in_background,
+    download_model,
+)
 from anyfill.daemon.models.store import part_path
 from tests.llm.server import TINY_FIM_MODEL, find_assets
 from tests.servers.hfhub import HfHub, HubFile
@@ -198,3 +206,39 @@ def test_an_unknown_file_is_named_in_the_error(hub: Hub, tmp_path: Path) -> None
     with pytest.raises(DownloadError, match=r"refused .*missing\.gguf \(HTTP 404\)"):
         download_model(other, tmp_path / "missing.gguf", endpoint=server.url)
     assert list(tmp_path.iterdir()) == []
+
+
+async def test_a_background_download_reports_on_the_bus(hub: Hub, tmp_path: Path) -> None:
+    """What the tray listens to while it downloads (the daemon's loop stays free)."""
+    bus = EventBus()
+    events = bus.subscribe(ModelDownload)
+    target = tmp_path / MODEL.filename
+
+    path = await download_in_background(
+        MODEL, target, endpoint=hub.url, publish=bus.publish, step=1
+    )
+
+    assert path == target
+    seen: list[ModelDownload] = []
+    with contextlib.suppress(asyncio.QueueEmpty):
+        while True:
+            seen.append(events.get_nowait())
+    assert seen[-1] == ModelDownload(MODEL.name, "done", len(DATA), len(DATA), path=str(target))
+    running = [e.done for e in seen if e.state == "running"]
+    assert running[0] == 0
+    assert running[-1] == len(DATA)
+    assert seen[0].topic == "state/models/tiny-fim/download"
+
+
+async def test_a_failed_background_download_says_why_on_the_bus(
+    refused_url: str, tmp_path: Path
+) -> None:
+    bus = EventBus()
+    events = bus.subscribe(ModelDownload)
+    with pytest.raises(DownloadError):
+        await download_in_background(
+            MODEL, tmp_path / MODEL.filename, endpoint=refused_url, publish=bus.publish
+        )
+    event = events.get_nowait()
+    assert event.state == "failed"
+    assert "cannot reach" in event.error

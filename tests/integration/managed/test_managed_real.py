@@ -1,0 +1,237 @@
+"""The managed backend with the real llama-server and the tiny FIM GGUF (tests/llm).
+
+Start on a free port and answer natively, come back after a SIGKILL, stop with the
+engine, never outlive a daemon that is killed, and survive a port clash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from anyfill.config.model import BackendConfig, RoutingConfig, Settings
+from anyfill.daemon.bus import EventBus
+from anyfill.daemon.completion import CompletionRequest
+from anyfill.daemon.context import Context
+from anyfill.daemon.engine import Engine
+from anyfill.daemon.errors import BackendUnavailable
+from anyfill.daemon.managed.backend import ManagedLlamaCppBackend
+from anyfill.daemon.managed.events import ManagedServerChanged
+from tests.llm.server import SERVER_BINARY, SKIP_REASON, TINY_FIM_MODEL, find_assets
+
+ASSETS = find_assets()
+pytestmark = [
+    pytest.mark.llamacpp,
+    pytest.mark.skipif(ASSETS is None, reason=SKIP_REASON),
+]
+
+HERE = Path(__file__).parent
+
+
+def _settings(**server: object) -> Settings:
+    assert ASSETS is not None
+    url = server.pop("url", None)
+    config: dict[str, object] = {
+        "name": "managed",
+        "type": "llamacpp-managed",
+        "model": str(ASSETS / TINY_FIM_MODEL),
+        "max_tokens": 8,
+        "server": {"binary": str(ASSETS / SERVER_BINARY), "context_size": 1024, **server},
+    }
+    if url:
+        config["url"] = url
+    return Settings(
+        backends=[BackendConfig.model_validate(config)],
+        routing=RoutingConfig(default=["managed"]),
+    )
+
+
+def _request(n: int = 0) -> CompletionRequest:
+    context = Context(prefix=f"def add_{n}(a, b):\n    return ", suffix="\n\nprint(add(1, 2))\n")
+    return CompletionRequest(id=f"r{n}", context=context, max_tokens=6)
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for a reaper."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _cmdline(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace")
+
+
+async def _wait_until(predicate: object, within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[tuple[Engine, ManagedLlamaCppBackend, EventBus]]:
+    bus = EventBus()
+    async with Engine(_settings(), bus=bus) as engine:
+        backend = engine.backends["managed"]
+        assert isinstance(backend, ManagedLlamaCppBackend)
+        backend.supervisor.logs = tmp_path / "logs"
+        yield engine, backend, bus
+
+
+async def test_starts_on_a_free_port_and_answers_natively(
+    engine: tuple[Engine, ManagedLlamaCppBackend, EventBus], tmp_path: Path
+) -> None:
+    eng, backend, bus = engine
+    events = bus.subscribe(ManagedServerChanged)
+
+    completion = await eng.complete(_request())
+
+    assert completion.backend == "managed"
+    assert completion.plan.mode == "native"  # /infill with the model's own FIM tokens
+    assert completion.raw  # the tiny model always answers (gibberish, never pinned)
+    supervisor = backend.supervisor
+    assert supervisor.state == "ready"
+    host, port = supervisor.url.removeprefix("http://").split(":")
+    assert host == "127.0.0.1"
+    assert int(port) > 0
+    states = [events.get_nowait().state for _ in range(2)]
+    assert states == ["starting", "ready"]
+    assert supervisor.process is not None
+    cmdline = _cmdline(supervisor.process.pid)
+    assert cmdline[cmdline.index("--host") + 1] == "127.0.0.1"
+    log = _read(tmp_path / "logs" / "llama-server-managed.log")
+    assert "anyfill starts:" in log
+    assert "server is listening" in log or "listening" in log  # llama-server's own output
+
+
+async def test_a_killed_server_comes_back(
+    engine: tuple[Engine, ManagedLlamaCppBackend, EventBus],
+) -> None:
+    eng, backend, bus = engine
+    await eng.complete(_request(1))
+    supervisor = backend.supervisor
+    assert supervisor.process is not None
+    first_pid = supervisor.process.pid
+    events = bus.subscribe(ManagedServerChanged)
+
+    os.kill(first_pid, signal.SIGKILL)
+    await _wait_until(lambda: supervisor.starts == 2 and supervisor.state == "ready")
+
+    assert supervisor.process is not None
+    assert supervisor.process.pid != first_pid
+    assert not _alive(first_pid)
+    seen = []
+    while True:
+        try:
+            seen.append(events.get_nowait())
+        except asyncio.QueueEmpty:
+            break
+    assert [e.state for e in seen] == ["restarting", "starting", "ready"]
+    assert "exited with code -9" in seen[0].detail
+    completion = await eng.complete(_request(2))
+    assert completion.backend == "managed"
+    assert completion.raw
+
+
+async def test_the_engine_stops_its_server(tmp_path: Path) -> None:
+    async with Engine(_settings()) as eng:
+        backend = eng.backends["managed"]
+        assert isinstance(backend, ManagedLlamaCppBackend)
+        backend.supervisor.logs = tmp_path
+        await eng.complete(_request())
+        assert backend.supervisor.process is not None
+        pid = backend.supervisor.process.pid
+        assert _alive(pid)
+    assert not _alive(pid)
+    assert backend.supervisor.state == "stopped"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_killed_daemon_leaves_no_server(tmp_path: Path, sig: signal.Signals) -> None:
+    """SIGKILL gives the daemon no chance to clean up; the kernel's parent-death signal
+    takes the server down with it. (SIGTERM on a process without handlers is the same.)"""
+    assert ASSETS is not None
+    daemon = subprocess.Popen(
+        [
+            sys.executable,
+            str(HERE / "daemon_child.py"),
+            str(ASSETS / SERVER_BINARY),
+            str(ASSETS / TINY_FIM_MODEL),
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert daemon.stdout is not None
+        server_pid = int(daemon.stdout.readline())
+        assert _alive(server_pid)
+        daemon.send_signal(sig)
+        daemon.wait(10)
+        deadline = time.monotonic() + 10
+        while _alive(server_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(server_pid), "llama-server outlived the daemon"
+    finally:
+        daemon.kill()
+        daemon.wait()
+
+
+def _held_port() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock
+
+
+async def test_a_port_taken_in_between_is_replaced_by_another(tmp_path: Path) -> None:
+    with _held_port() as holder:
+        taken = holder.getsockname()[1]
+        ports = iter([taken])
+
+        def pick() -> int:
+            from anyfill.daemon.managed.supervisor import free_port
+
+            return next(ports, None) or free_port()
+
+        settings = _settings()
+        async with Engine(settings) as eng:
+            backend = eng.backends["managed"]
+            assert isinstance(backend, ManagedLlamaCppBackend)
+            backend.supervisor.logs = tmp_path
+            backend.supervisor.pick_port = pick
+            completion = await eng.complete(_request())
+            assert completion.backend == "managed"
+            assert backend.supervisor.url != f"http://127.0.0.1:{taken}"
+    log = _read(tmp_path / "llama-server-managed.log")
+    assert f"--port {taken}" in log
+    assert "couldn't bind" in log
+
+
+async def test_a_configured_port_that_is_taken_is_a_clear_error(tmp_path: Path) -> None:
+    with _held_port() as holder:
+        taken = holder.getsockname()[1]
+        settings = _settings(url=f"http://127.0.0.1:{taken}")
+        async with Engine(settings) as eng:
+            backend = eng.backends["managed"]
+            assert isinstance(backend, ManagedLlamaCppBackend)
+            backend.supervisor.logs = tmp_path
+            with pytest.raises(BackendUnavailable, match=f"port {taken} .* is taken"):
+                await backend.supervisor.ready_url(30)

@@ -1,0 +1,166 @@
+"""A managed backend without its binary or its model: a clear error with the fix, at once,
+the same on the bus for the tray, and in ``anyfill doctor``. No llama-server is needed."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from anyfill.config.model import BackendConfig, ModelsConfig, RoutingConfig, Settings
+from anyfill.daemon.backends.base import FimPrompt
+from anyfill.daemon.backends.common import closing_stream
+from anyfill.daemon.backends.http import make_client
+from anyfill.daemon.bus import EventBus
+from anyfill.daemon.doctor import diagnose
+from anyfill.daemon.errors import BackendUnavailable, ModelNotFound
+from anyfill.daemon.managed.backend import ManagedLlamaCppBackend
+from anyfill.daemon.managed.events import ManagedServerChanged
+
+PROMPT = FimPrompt(prefix="def f():\n    return ", suffix="\n", max_tokens=4)
+
+
+def _config(binary: str, model: str) -> BackendConfig:
+    return BackendConfig.model_validate(
+        {
+            "name": "managed",
+            "type": "llamacpp-managed",
+            "model": model,
+            "server": {"binary": binary},
+        }
+    )
+
+
+@pytest.fixture
+def no_llama_on_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setenv("ANYFILL_LLAMA_CACHE", str(tmp_path / "no-build"))
+
+
+@pytest.fixture
+def fake_binary(tmp_path: Path) -> Path:
+    """An executable that exists (the model check comes after the binary's)."""
+    path = tmp_path / "bin" / "llama-server"
+    path.parent.mkdir()
+    path.write_text("#!/bin/sh\nexit 3\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def _read(path: Path) -> str:
+    return path.read_text()
+
+
+async def _ask(backend: ManagedLlamaCppBackend) -> None:
+    async with closing_stream(backend.stream(PROMPT)) as chunks:
+        async for _ in chunks:
+            pass
+
+
+async def test_missing_binary_fails_at_once_with_the_install_hint(
+    no_llama_on_path: None, tmp_path: Path
+) -> None:
+    bus = EventBus()
+    events = bus.subscribe(ManagedServerChanged)
+    config = _config("", str(tmp_path / "m.gguf"))
+    async with make_client(config) as client:
+        backend = ManagedLlamaCppBackend(config, client, bus=bus, logs=tmp_path / "logs")
+        with pytest.raises(BackendUnavailable, match="llama-server is not installed") as caught:
+            await _ask(backend)
+        await backend.aclose()
+    assert "apt install llama.cpp" in str(caught.value)
+    assert "scripts/setup --local" in str(caught.value)
+    first = events.get_nowait()
+    assert first.state == "missing_binary"
+    assert "scripts/setup --local" in first.fix
+    assert first.topic == "state/backends/managed/server"
+
+
+async def test_missing_catalog_model_names_size_place_and_command(
+    fake_binary: Path, tmp_path: Path
+) -> None:
+    bus = EventBus()
+    events = bus.subscribe(ManagedServerChanged)
+    config = _config(str(fake_binary), "qwen2.5-coder-0.5b")
+    models = ModelsConfig(dir=str(tmp_path / "models"))
+    async with make_client(config) as client:
+        backend = ManagedLlamaCppBackend(
+            config, client, bus=bus, models=models, logs=tmp_path / "logs"
+        )
+        with pytest.raises(ModelNotFound, match=r"anyfill model pull qwen2\.5-coder-0\.5b"):
+            await _ask(backend)
+        await backend.aclose()
+    event = events.get_nowait()
+    assert event.state == "missing_model"
+    assert event.fix == "anyfill model pull qwen2.5-coder-0.5b"
+    assert event.model_size == 531_068_128
+    assert event.model_dir == str(tmp_path / "models")
+    assert "531 MB" in event.detail
+    assert not (tmp_path / "logs").exists()  # nothing was started
+
+
+async def test_a_model_that_appears_later_is_picked_up(fake_binary: Path, tmp_path: Path) -> None:
+    """After 'anyfill model pull' (or the tray's download) the next request starts it."""
+    config = _config(str(fake_binary), str(tmp_path / "late.gguf"))
+    async with make_client(config) as client:
+        backend = ManagedLlamaCppBackend(config, client, logs=tmp_path / "logs")
+        with pytest.raises(ModelNotFound, match="no model file at"):
+            await _ask(backend)
+        (tmp_path / "late.gguf").write_bytes(b"GGUF")
+        # The fake binary exits at once: the supervisor now starts it, sees it die, says so.
+        with pytest.raises(BackendUnavailable, match="exited with code 3"):
+            await _ask(backend)
+        await backend.aclose()
+    log = _read(tmp_path / "logs" / "llama-server-managed.log")
+    assert "anyfill starts:" in log
+    assert "late.gguf" in log
+
+
+async def test_doctor_says_which_binary_and_which_model(
+    no_llama_on_path: None, fake_binary: Path, tmp_path: Path
+) -> None:
+    models = ModelsConfig(dir=str(tmp_path / "models"))
+    missing = Settings(
+        backends=[_config("", "qwen2.5-coder-1.5b")],
+        routing=RoutingConfig(default=["managed"]),
+        models=models,
+    )
+    lines = {f.topic: f for f in await diagnose(missing, tmp_path / "c.toml", environ={})}
+    assert lines["backend managed binary"].status == "fail"
+    assert "scripts/setup --local" in lines["backend managed binary"].detail
+    assert lines["backend managed model"].status == "warn"
+    assert "anyfill model pull qwen2.5-coder-1.5b" in lines["backend managed model"].detail
+    assert "1.65 GB" in lines["backend managed model"].detail
+
+    gguf = tmp_path / "models" / "qwen2.5-coder-1.5b-q8_0.gguf"
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF" * 1000)
+    present = Settings(
+        backends=[_config(str(fake_binary), "qwen2.5-coder-1.5b")],
+        routing=RoutingConfig(default=["managed"]),
+        models=models,
+    )
+    lines = {f.topic: f for f in await diagnose(present, tmp_path / "c.toml", environ={})}
+    assert lines["backend managed binary"].status == "ok"
+    assert f"{fake_binary} (from config" in lines["backend managed binary"].detail
+    assert lines["backend managed model"].status == "ok"
+    assert str(gguf) in lines["backend managed model"].detail
+    assert _read(gguf) == "GGUF" * 1000  # doctor only looked
+
+
+async def test_doctor_does_not_fail_an_absent_server_the_managed_one_replaces(
+    fake_binary: Path, tmp_path: Path, refused_url: str
+) -> None:
+    gguf = tmp_path / "any.gguf"
+    gguf.write_bytes(b"GGUF")
+    settings = Settings(
+        backends=[
+            BackendConfig(name="llamacpp", type="llamacpp", url=refused_url),
+            _config(str(fake_binary), str(gguf)),
+        ],
+        routing=RoutingConfig(default=["llamacpp", "managed"]),
+    )
+    lines = {f.topic: f for f in await diagnose(settings, tmp_path / "c.toml", environ={})}
+    assert lines["backend llamacpp"].status == "ok"
+    assert "not needed: 'managed' serves instead" in lines["backend llamacpp"].detail
