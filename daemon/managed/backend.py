@@ -38,6 +38,7 @@ class ManagedLlamaCppBackend(LlamaCppBackend):
     ) -> None:
         super().__init__(config, client, api_key)
         self.supervisor = LlamaServerSupervisor(config, models, bus=bus, **supervisor_options)
+        self.api_key = self.supervisor.api_key  # sent as a Bearer token by the llamacpp code
 
     def url(self, path: str) -> str:
         return f"{self.supervisor.url}{path}"

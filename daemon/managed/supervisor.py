@@ -14,8 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
+import shutil
 import signal
 import socket
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,7 +35,7 @@ from anyfill.daemon.errors import (
     ConfigError,
     ModelNotFound,
 )
-from anyfill.daemon.log import log_dir
+from anyfill.daemon.log import log_dir, register_secret
 from anyfill.daemon.managed.binary import INSTALL_HINT, FoundBinary, find_binary
 from anyfill.daemon.managed.events import ManagedServerChanged, ServerState
 from anyfill.daemon.managed.process import spawn_tied
@@ -93,6 +96,11 @@ class LlamaServerSupervisor:
         self._changed = asyncio.Event()
         self._wake = asyncio.Event()
         self._closing = False
+        self.api_key = secrets.token_urlsafe(24)
+        """Only anyfill may use the server: other local users see a port, not the key (it
+        is passed in a private file, never on the command line)."""
+        register_secret(self.api_key)
+        self._key_dir: Path | None = None
 
     @property
     def name(self) -> str:
@@ -154,7 +162,20 @@ class LlamaServerSupervisor:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self._stop_process()
-        self._set("stopped", "stopped with the daemon")
+        if self._key_dir is not None:
+            shutil.rmtree(self._key_dir, ignore_errors=True)
+            self._key_dir = None
+        if task is not None:
+            self._set("stopped", "stopped with the daemon")
+
+    def _key_file(self) -> Path:
+        if self._key_dir is None:
+            self._key_dir = Path(tempfile.mkdtemp(prefix="anyfill-llama-"))  # mode 0700
+        path = self._key_dir / "api-key"
+        if not path.exists():
+            path.touch(mode=0o600)
+            path.write_text(self.api_key + "\n")
+        return path
 
     # -- state -------------------------------------------------------------------------------
 
@@ -294,6 +315,7 @@ class LlamaServerSupervisor:
             "--host", HOST,
             "--port", str(port),
             "--ctx-size", str(server.context_size),
+            "--api-key-file", str(self._key_file()),
         ]  # fmt: skip
         if server.threads:
             argv += ["--threads", str(server.threads)]
@@ -352,7 +374,8 @@ class LlamaServerSupervisor:
         assert self.process is not None
         deadline = time.monotonic() + self.config.server.start_timeout_s
         health = f"{self.url}/health"
-        async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:
+        headers = {"Authorization": f"Bearer {self.api_key}"}
+        async with httpx.AsyncClient(timeout=2.0, trust_env=False, headers=headers) as client:
             while True:
                 if self.process.returncode is not None:
                     tail = self._log_since(log_offset)
@@ -377,6 +400,8 @@ class LlamaServerSupervisor:
     async def _is_ours(self, client: httpx.AsyncClient, model: LocalModel) -> bool:
         """Another server may answer on a port that was free a moment ago: check the model."""
         answer = await client.get(f"{self.url}/props")
+        if answer.status_code == 401:
+            return False  # a server with another key
         if answer.status_code != 200:
             return True  # a build without /props: the process check has to do
         path = str(answer.json().get("model_path") or "")
