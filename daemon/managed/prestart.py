@@ -41,9 +41,9 @@ async def start_managed_servers(backends: Mapping[str, Backend], settings: Setti
             for n in chain[:index]
             if not isinstance(backends[n], ManagedLlamaCppBackend)
         ]
-        answers = await asyncio.gather(*(answers(b) for b in before))
-        if any(answers):
-            first = next(b.name for b, ok in zip(before, answers, strict=True) if ok)
+        answering = await asyncio.gather(*(answers(b) for b in before))
+        if any(answering):
+            first = next(b.name for b, ok in zip(before, answering, strict=True) if ok)
             log.info("not starting '%s': '%s' answers before it in the chain", name, first)
             continue
         await backend.start()

@@ -26,7 +26,14 @@ from anyfill.daemon.engine import Engine
 from anyfill.daemon.errors import BackendUnavailable
 from anyfill.daemon.managed.backend import ManagedLlamaCppBackend
 from anyfill.daemon.managed.events import ManagedServerChanged
-from tests.llm.server import SERVER_BINARY, SKIP_REASON, TINY_FIM_MODEL, find_assets
+from anyfill.daemon.managed.prestart import start_managed_servers
+from tests.llm.server import (
+    SERVER_BINARY,
+    SKIP_REASON,
+    TINY_FIM_MODEL,
+    LlamaServer,
+    find_assets,
+)
 
 ASSETS = find_assets()
 pytestmark = [
@@ -179,6 +186,7 @@ def test_a_killed_daemon_leaves_no_server(tmp_path: Path, sig: signal.Signals) -
         stdout=subprocess.PIPE,
         text=True,
     )
+    server_pid = 0
     try:
         assert daemon.stdout is not None
         server_pid = int(daemon.stdout.readline())
@@ -192,6 +200,10 @@ def test_a_killed_daemon_leaves_no_server(tmp_path: Path, sig: signal.Signals) -
     finally:
         daemon.kill()
         daemon.wait()
+        if daemon.stdout is not None:
+            daemon.stdout.close()
+        if server_pid and _alive(server_pid):  # a failed test leaves no server behind either
+            os.kill(server_pid, signal.SIGKILL)
 
 
 def _held_port() -> socket.socket:
@@ -235,3 +247,42 @@ async def test_a_configured_port_that_is_taken_is_a_clear_error(tmp_path: Path) 
             backend.supervisor.logs = tmp_path
             with pytest.raises(BackendUnavailable, match=f"port {taken} .* is taken"):
                 await backend.supervisor.ready_url(30)
+
+
+def _chain(first_url: str) -> Settings:
+    managed = _settings().backends[0]
+    mine = BackendConfig(name="llamacpp", type="llamacpp", url=first_url, max_tokens=8)
+    return Settings(
+        backends=[mine, managed], routing=RoutingConfig(default=["llamacpp", "managed"])
+    )
+
+
+async def test_with_no_server_of_their_own_a_user_gets_the_managed_one(
+    tmp_path: Path, refused_url: str
+) -> None:
+    settings = _chain(refused_url)
+    async with Engine(settings) as eng:
+        backend = eng.backends["managed"]
+        assert isinstance(backend, ManagedLlamaCppBackend)
+        backend.supervisor.logs = tmp_path
+        await start_managed_servers(eng.backends, settings)  # what the daemon does at start
+        # Started before any request asked for it:
+        await _wait_until(lambda: backend.supervisor.state == "ready")
+        completion = await eng.complete(_request())
+        assert completion.backend == "managed"
+
+
+async def test_a_user_with_a_server_keeps_it_and_nothing_is_started(tmp_path: Path) -> None:
+    assert ASSETS is not None
+    with LlamaServer(ASSETS / TINY_FIM_MODEL, ctx_size=1024) as theirs:
+        settings = _chain(theirs.url)
+        async with Engine(settings) as eng:
+            backend = eng.backends["managed"]
+            assert isinstance(backend, ManagedLlamaCppBackend)
+            backend.supervisor.logs = tmp_path
+            await start_managed_servers(eng.backends, settings)
+            completion = await eng.complete(_request())
+            assert completion.backend == "llamacpp"
+            assert backend.supervisor.state == "stopped"
+            assert backend.supervisor.process is None
+    assert not (tmp_path / "llama-server-managed.log").exists()

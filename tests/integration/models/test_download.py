@@ -140,7 +140,9 @@ def test_an_interrupted_download_resumes_in_the_next_run(hub: Hub, tmp_path: Pat
     target = tmp_path / MODEL.filename
 
     def interrupt(done: int, total: int) -> None:
-        if done >= total // 2:
+        # huggingface_hub reports each 10 MiB piece before writing it: stopping at the
+        # last one keeps the earlier ones on disk.
+        if done >= total:
             raise Stop
 
     with pytest.raises(Stop):

@@ -168,3 +168,51 @@ def test_rm_deletes_the_file_and_its_partial_download(home: dict[str, str]) -> N
     assert "backend 'managed' still names it" in result.stdout
     assert list(folder.iterdir()) == []
     assert "not downloaded" in run("model", "rm", SMALL.name, env=home).stdout
+
+
+def test_run_in_a_terminal_offers_the_download_first(
+    home: dict[str, str], refused_url: str
+) -> None:
+    """A fresh user's `anyfill run`: no server answers, the model is missing: it asks."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        **home,
+        "ANYFILL_MODELS__ENDPOINT": refused_url,
+        "ANYFILL_BACKENDS__LLAMACPP__URL": refused_url,
+        "ANYFILL_BACKENDS__OLLAMA__URL": refused_url,
+        "DISPLAY": "",
+    }
+    env.pop("ANYFILL_CONFIG", None)
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "anyfill.daemon.cli", "run", "--headless"],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+    )
+    os.close(follower)
+    os.write(leader, b"n\n")
+    output = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal closed: the process ended
+                break
+            if not chunk:
+                break
+            output += chunk
+    finally:
+        process.wait(30)
+        os.close(leader)
+    text = output.decode(errors="replace")
+    assert "No model server of yours answers" in text
+    assert "Download Qwen2.5-Coder 1.5B base, Q8_0 (1.65 GB)" in text
+    assert "'anyfill model pull qwen2.5-coder-1.5b'" in text
+    assert not _models(home).exists() or list(_models(home).iterdir()) == []
