@@ -5,10 +5,10 @@
 Uses the tests' llama-server and tiny FIM GGUF (``ANYFILL_LLAMA_ASSETS`` or
 ``.venv/llama-assets``). Prints, all measured in this run:
 
-1. daemon start -> first completion, with the server started at daemon start (what the
-   daemon does) and at the first request, each on a fresh server ("cold": the process starts
-   and loads the model; the file is in the page cache after the first run), and a completion
-   on the running server ("warm");
+1. daemon start -> server ready, and the first completion when the hotkey is pressed at once
+   or 1 s after the daemon started, with the server started at daemon start (the default)
+   or at the first request ("cold": the process starts and loads the model, whose file is in
+   the page cache after the first run), and the next completion ("warm");
 2. per-request latency through the managed backend against the ``llamacpp`` backend on a
    llama-server started by hand with the same arguments, requests interleaved;
 3. the RSS of the managed child after start and after the requests.
@@ -82,20 +82,23 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-async def first_completion(assets: Path, start: str, logs: Path) -> tuple[float, float]:
-    """(ms from daemon start to the first completion, ms of the next one)."""
-    began = time.perf_counter()
+async def first_completion(
+    assets: Path, start: str, logs: Path, press_after: float
+) -> tuple[float, float]:
+    """(ms of the first completion, measured from the hotkey press ``press_after`` seconds
+    after the daemon started, ms of the next one on the running server)."""
     async with Engine(managed_settings(assets, start)) as engine:
         backend = engine.backends["managed"]
         assert isinstance(backend, ManagedLlamaCppBackend)
         backend.supervisor.logs = logs
         await start_managed_servers(engine.backends, engine.settings)  # as the daemon does
+        await asyncio.sleep(press_after)
+        began = time.perf_counter()
         await engine.complete(request(0))
         first = (time.perf_counter() - began) * 1000
-        await backend.supervisor.ready_url(60)
-        warm_began = time.perf_counter()
+        began = time.perf_counter()
         await engine.complete(request(1))
-        warm = (time.perf_counter() - warm_began) * 1000
+        warm = (time.perf_counter() - began) * 1000
     return first, warm
 
 
@@ -132,18 +135,26 @@ async def main() -> None:
     logs = Path(os.environ.get("TMPDIR", "/tmp")) / "anyfill-bench-managed"
     print(f"load average at start: {os.getloadavg()}")
 
-    print("\n1. daemon start -> first completion (tiny model, fresh server each run)")
-    for start in ("daemon", "request"):
-        firsts, warms = [], []
-        for _ in range(args.runs):
-            first, warm = await first_completion(assets, start, logs)
-            firsts.append(first)
-            warms.append(warm)
-        print(f"   start={start:<8} cold: {summary(firsts)}   warm: {summary(warms)}")
-    readies = [await ready_after_start(assets, logs) for _ in range(args.runs)]
+    print("\n1. daemon start -> first completion (tiny model, a fresh server each run)")
+    # Every case once per round, so that the machine's load drifts over all of them alike.
+    cases = [(press, start) for press in (0.0, 1.0) for start in ("daemon", "request")]
+    readies: list[float] = []
+    firsts: dict[tuple[float, str], list[float]] = {case: [] for case in cases}
+    warms: dict[tuple[float, str], list[float]] = {case: [] for case in cases}
+    for _ in range(args.runs):
+        readies.append(await ready_after_start(assets, logs))
+        for press, start in cases:
+            first, warm = await first_completion(assets, start, logs, press)
+            firsts[press, start].append(first)
+            warms[press, start].append(warm)
     print(f"   daemon start -> server ready (start=daemon): {summary(readies)}")
+    for press, start in cases:
+        print(
+            f"   press {press:.0f} s after start, start={start:<8} "
+            f"first: {summary(firsts[press, start])}   next (warm): {summary(warms[press, start])}"
+        )
 
-    print("\n2. per request: managed backend vs llama-server started by hand (interleaved)")
+    print("\n2. per request: managed backend vs llama-server started by hand (interleaved, ABBA)")
     with LlamaServer(
         assets / TINY_FIM_MODEL, ctx_size=CTX, parallel=2, binary=assets / SERVER_BINARY
     ) as by_hand:
@@ -162,9 +173,13 @@ async def main() -> None:
                 await timed(managed, n)
                 await timed(mine, n)
             ours, theirs = [], []
-            for n in range(args.requests):
-                ours.append(await timed(managed, 100 + n))
-                theirs.append(await timed(mine, 100 + n))
+            for n in range(args.requests):  # A B, then B A: neither always goes first
+                if n % 2:
+                    theirs.append(await timed(mine, 100 + n))
+                    ours.append(await timed(managed, 100 + n))
+                else:
+                    ours.append(await timed(managed, 100 + n))
+                    theirs.append(await timed(mine, 100 + n))
             diffs = [a - b for a, b in zip(ours, theirs, strict=True)]
             print(f"   managed : {summary(ours)}")
             print(f"   by hand : {summary(theirs)}")
@@ -172,6 +187,12 @@ async def main() -> None:
                 f"   added   : median {statistics.median(diffs):+.2f} ms per request "
                 f"(ratio of medians {statistics.median(ours) / statistics.median(theirs):.3f})"
             )
+            supervisor = backend.supervisor
+            began = time.perf_counter()
+            for _ in range(10_000):
+                await supervisor.ready_url(60)
+            check_us = (time.perf_counter() - began) * 100  # per call, in microseconds
+            print(f"   the managed path's own step (is the server ready?): {check_us:.2f} us")
             print("\n3. RSS of the managed llama-server (tiny model)")
             print(
                 f"   after start {rss_start:.1f} MB, after {args.requests + 3} requests "

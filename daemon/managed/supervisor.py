@@ -198,8 +198,15 @@ class LlamaServerSupervisor:
         changed.set()
         if repeated:
             return
-        log.info(
-            "managed llama-server '%s': %s%s", self.name, state, f": {detail}" if detail else ""
+        trouble = state in ("missing_binary", "missing_model", "restarting")
+        fix_text = f"; fix: {fix}" if fix else ""
+        log.log(
+            logging.WARNING if trouble else logging.INFO,
+            "managed llama-server '%s': %s: %s%s",
+            self.name,
+            state,
+            detail,
+            fix_text,
         )
         if self.bus is not None:
             catalog = model.catalog if model is not None else None
