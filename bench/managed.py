@@ -154,13 +154,16 @@ async def main() -> None:
             f"first: {summary(firsts[press, start])}   next (warm): {summary(warms[press, start])}"
         )
 
-    print("\n2. per request: managed backend vs llama-server started by hand (interleaved, ABBA)")
-    with LlamaServer(
-        assets / TINY_FIM_MODEL, ctx_size=CTX, parallel=2, binary=assets / SERVER_BINARY
-    ) as by_hand:
+    print("\n2. per request: managed backend vs llama-servers started by hand (rotating order)")
+    hand_args = {"ctx_size": CTX, "parallel": 2, "binary": assets / SERVER_BINARY}
+    with (
+        LlamaServer(assets / TINY_FIM_MODEL, **hand_args) as by_hand,  # type: ignore[arg-type]
+        LlamaServer(assets / TINY_FIM_MODEL, **hand_args) as control,  # type: ignore[arg-type]
+    ):
         async with (
             Engine(managed_settings(assets, "daemon")) as managed,
             Engine(by_hand_settings(by_hand.url)) as mine,
+            Engine(by_hand_settings(control.url)) as other,
         ):
             backend = managed.backends["managed"]
             assert isinstance(backend, ManagedLlamaCppBackend)
@@ -169,24 +172,26 @@ async def main() -> None:
             assert backend.supervisor.process is not None
             pid = backend.supervisor.process.pid
             rss_start = rss_mb(pid)
-            for n in range(3):  # warm both (connections, prompt cache)
-                await timed(managed, n)
-                await timed(mine, n)
-            ours, theirs = [], []
-            for n in range(args.requests):  # A B, then B A: neither always goes first
-                if n % 2:
-                    theirs.append(await timed(mine, 100 + n))
-                    ours.append(await timed(managed, 100 + n))
-                else:
-                    ours.append(await timed(managed, 100 + n))
-                    theirs.append(await timed(mine, 100 + n))
-            diffs = [a - b for a, b in zip(ours, theirs, strict=True)]
-            print(f"   managed : {summary(ours)}")
-            print(f"   by hand : {summary(theirs)}")
-            print(
-                f"   added   : median {statistics.median(diffs):+.2f} ms per request "
-                f"(ratio of medians {statistics.median(ours) / statistics.median(theirs):.3f})"
-            )
+            engines = [managed, mine, other]
+            for n in range(3):  # warm all three (connections, prompt cache)
+                for engine in engines:
+                    await timed(engine, n)
+            times: list[list[float]] = [[], [], []]
+            for n in range(args.requests):  # each goes first, second and third in turn
+                for k in range(3):
+                    which = (n + k) % 3
+                    times[which].append(await timed(engines[which], 100 + n))
+            ours, theirs, control_times = times
+            print(f"   managed            : {summary(ours)}")
+            print(f"   by hand            : {summary(theirs)}")
+            print(f"   by hand (control)  : {summary(control_times)}")
+            for label, sample in (("managed", ours), ("control", control_times)):
+                diffs = [a - b for a, b in zip(sample, theirs, strict=True)]
+                ratio = statistics.median(sample) / statistics.median(theirs)
+                print(
+                    f"   {label} - by hand: median {statistics.median(diffs):+.2f} ms per "
+                    f"request (ratio of medians {ratio:.3f})"
+                )
             supervisor = backend.supervisor
             began = time.perf_counter()
             for _ in range(10_000):
