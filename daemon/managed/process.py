@@ -5,6 +5,9 @@ On Linux the child asks the kernel for SIGKILL when its parent dies
 between fork and exec; if the daemon died in that instant the child sees a new parent
 and exits at once. The signal is tied to the thread that forked, so the child is always
 started from the event loop's thread, which lives as long as the daemon.
+
+Elsewhere (``tie="pipe"``) the child runs under :mod:`~anyfill.daemon.managed.guard`, which
+watches a pipe only the daemon holds open and stops the child when it closes.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import IO, Any
+from typing import IO, Any, Literal
 
-__all__ = ["spawn_tied"]
+__all__ = ["Tie", "spawn_tied"]
+
+Tie = Literal["auto", "pdeathsig", "pipe"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -37,13 +42,32 @@ def _death_signal_hook() -> Callable[[], None] | None:
     return tie_to_parent
 
 
-async def spawn_tied(argv: Sequence[str], log: IO[Any]) -> asyncio.subprocess.Process:
-    """Start ``argv`` with its output going to ``log``, killed if the daemon dies."""
+async def spawn_tied(
+    argv: Sequence[str], log: IO[Any], tie: Tie = "auto"
+) -> asyncio.subprocess.Process:
+    """Start ``argv`` with its output going to ``log``, stopped if the daemon dies.
+
+    With the pipe, the process returned is the guard's; signals to it reach ``argv``."""
+    hook = _death_signal_hook() if tie in ("auto", "pdeathsig") else None
+    if tie == "pdeathsig" and hook is None:
+        raise OSError("no parent-death signal on this system")
+    if hook is not None:
+        return await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log,
+            stderr=asyncio.subprocess.STDOUT,
+            preexec_fn=hook,
+            start_new_session=True,  # a Ctrl+C in the daemon's terminal is the daemon's
+        )
+    # The write end of stdin stays with the daemon, unwritten, until it exits or dies.
     return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "anyfill.daemon.managed.guard",
         *argv,
-        stdin=asyncio.subprocess.DEVNULL,
+        stdin=asyncio.subprocess.PIPE,
         stdout=log,
         stderr=asyncio.subprocess.STDOUT,
-        preexec_fn=_death_signal_hook(),
-        start_new_session=True,  # a Ctrl+C in the daemon's terminal is the daemon's to handle
+        start_new_session=sys.platform != "win32",
     )

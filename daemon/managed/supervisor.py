@@ -38,7 +38,7 @@ from anyfill.daemon.errors import (
 from anyfill.daemon.log import log_dir, register_secret
 from anyfill.daemon.managed.binary import INSTALL_HINT, FoundBinary, find_binary
 from anyfill.daemon.managed.events import ManagedServerChanged, ServerState
-from anyfill.daemon.managed.process import spawn_tied
+from anyfill.daemon.managed.process import Tie, spawn_tied
 from anyfill.daemon.models.store import LocalModel, resolve_model
 
 __all__ = ["LlamaServerSupervisor", "free_port"]
@@ -78,12 +78,15 @@ class LlamaServerSupervisor:
         bus: EventBus | None = None,
         logs: Path | None = None,
         pick_port: Callable[[], int] = free_port,
+        tie: Tie = "auto",
     ) -> None:
         self.config = config
         self.models = models or ModelsConfig()
         self.bus = bus
         self.logs = logs or log_dir()
         self.pick_port = pick_port
+        self.tie: Tie = tie
+        """How the child is kept from outliving the daemon (see ``process.spawn_tied``)."""
         self.state: ServerState = "stopped"
         self._detail = ""
         self.url = ""
@@ -370,7 +373,7 @@ class LlamaServerSupervisor:
             handle.write(f"=== {stamp} anyfill starts: {' '.join(argv)}\n".encode())
             handle.flush()
             try:
-                self.process = await spawn_tied(argv, handle)
+                self.process = await spawn_tied(argv, handle, self.tie)
             except OSError as exc:
                 raise StartFailed(f"cannot run {binary}: {exc}") from exc
         self._set("starting", f"loading {model.path.name} on port {port}", model=model)
@@ -432,6 +435,8 @@ class LlamaServerSupervisor:
         process, self.process = self.process, None
         if process is None or process.returncode is not None:
             return
+        if process.stdin is not None:  # a guard: closing its pipe makes it stop the server
+            process.stdin.close()
         with contextlib.suppress(ProcessLookupError):
             process.send_signal(signal.SIGTERM)
         try:

@@ -80,6 +80,10 @@ def _cmdline(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
 
 
+def _children(pid: int) -> list[int]:
+    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
 def _read(path: Path) -> str:
     return path.read_text(errors="replace")
 
@@ -157,23 +161,32 @@ async def test_a_killed_server_comes_back(
     assert completion.raw
 
 
-async def test_the_engine_stops_its_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tie", ["pdeathsig", "pipe"])
+async def test_the_engine_stops_its_server(tmp_path: Path, tie: str) -> None:
     async with Engine(_settings()) as eng:
         backend = eng.backends["managed"]
         assert isinstance(backend, ManagedLlamaCppBackend)
         backend.supervisor.logs = tmp_path
-        await eng.complete(_request())
+        backend.supervisor.tie = tie  # type: ignore[assignment]
+        completion = await eng.complete(_request())
+        assert completion.plan.mode == "native"
         assert backend.supervisor.process is not None
         pid = backend.supervisor.process.pid
-        assert _alive(pid)
-    assert not _alive(pid)
+        pids = [pid, *_children(pid)]  # with the guard: the guard and the server
+        assert len(pids) == (2 if tie == "pipe" else 1)
+        assert all(_alive(p) for p in pids)
+    assert not any(_alive(p) for p in pids)
     assert backend.supervisor.state == "stopped"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
-def test_a_killed_daemon_leaves_no_server(tmp_path: Path, sig: signal.Signals) -> None:
+@pytest.mark.parametrize(
+    ("sig", "tie"),
+    [(signal.SIGKILL, "pdeathsig"), (signal.SIGTERM, "pdeathsig"), (signal.SIGKILL, "pipe")],
+)
+def test_a_killed_daemon_leaves_no_server(tmp_path: Path, sig: signal.Signals, tie: str) -> None:
     """SIGKILL gives the daemon no chance to clean up; the kernel's parent-death signal
-    takes the server down with it. (SIGTERM on a process without handlers is the same.)"""
+    takes the server down with it (SIGTERM on a process without handlers is the same). The
+    guard used where there is no such signal (macOS, Windows) sees its pipe close instead."""
     assert ASSETS is not None
     daemon = subprocess.Popen(
         [
@@ -182,6 +195,7 @@ def test_a_killed_daemon_leaves_no_server(tmp_path: Path, sig: signal.Signals) -
             str(ASSETS / SERVER_BINARY),
             str(ASSETS / TINY_FIM_MODEL),
             str(tmp_path),
+            tie,
         ],
         stdout=subprocess.PIPE,
         text=True,
