@@ -84,6 +84,13 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
+def _safe_cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def _read(path: Path) -> str:
     return path.read_text(errors="replace")
 
@@ -300,3 +307,44 @@ async def test_a_user_with_a_server_keeps_it_and_nothing_is_started(tmp_path: Pa
             assert backend.supervisor.state == "stopped"
             assert backend.supervisor.process is None
     assert not (tmp_path / "llama-server-managed.log").exists()
+
+
+def test_anyfill_complete_falls_back_to_the_managed_server(tmp_path: Path) -> None:
+    """A user with no server: `anyfill complete` with the default chain answers from the
+    managed server, and leaves no llama-server behind when it exits."""
+    import os as _os
+
+    from tests.unit.foundation.test_cli import run
+
+    assert ASSETS is not None
+    home = {
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "HOME": str(tmp_path),
+        "PATH": f"{ASSETS}:{_os.environ['PATH']}",  # llama-server as if installed
+    }
+    with _held_port() as nothing_here:  # the user's :8080 and :11434 stand-ins: refused
+        refused = f"http://127.0.0.1:{nothing_here.getsockname()[1]}"
+    home["ANYFILL_BACKENDS__LLAMACPP__URL"] = refused
+    home["ANYFILL_BACKENDS__OLLAMA__URL"] = refused
+    assert run("model", "use", str(ASSETS / TINY_FIM_MODEL), env=home).returncode == 0
+    doc = tmp_path / "doc.py"
+    doc.write_text("def add(a, b):\n    return <|cursor|>\n")
+
+    result = run("complete", str(doc), "--json", "--max-tokens", "6", env=home)
+
+    assert result.returncode == 0, result.stderr
+    assert '"backend": "managed"' in result.stdout
+    assert '"mode": "native"' in result.stdout
+    log = _read(tmp_path / "state" / "anyfill" / "log" / "llama-server-managed.log")
+    assert "anyfill starts:" in log
+    # The key file's path is unique to this run's server: find any process still using it.
+    key_file = log.split("--api-key-file ", 1)[1].split()[0]
+    left = [
+        proc.name
+        for proc in Path("/proc").iterdir()
+        if proc.name.isdigit() and _alive(int(proc.name)) and key_file in _safe_cmdline(proc)
+    ]
+    assert left == []
+    assert not Path(key_file).exists()  # the key left with the server
