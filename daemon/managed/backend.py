@@ -9,6 +9,7 @@ listens on now.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,7 +19,10 @@ from anyfill.daemon.backends.base import BatchResult, FimPrompt, StreamObserver
 from anyfill.daemon.backends.common import closing_stream
 from anyfill.daemon.backends.llamacpp import LlamaCppBackend
 from anyfill.daemon.bus import EventBus
+from anyfill.daemon.errors import ConfigError
 from anyfill.daemon.managed.supervisor import LlamaServerSupervisor
+from anyfill.daemon.models.download import download_in_background
+from anyfill.daemon.models.store import resolve_model
 
 __all__ = ["ManagedLlamaCppBackend"]
 
@@ -67,6 +71,27 @@ class ManagedLlamaCppBackend(LlamaCppBackend):
     async def health(self) -> None:
         await self._ready()
         await super().health()
+
+    async def download_model(self) -> Path:
+        """Download this backend's catalogue model (once the user agreed: the tray asks with
+        the size and folder of the ``missing_model`` event), reporting ``ModelDownload``
+        events on the bus, then start the server. Raises DownloadError or ConfigError."""
+        supervisor = self.supervisor
+        model = resolve_model(self.config.model, supervisor.models)
+        if model.catalog is None:
+            raise ConfigError(
+                f"backend '{self.name}' runs {model.path}, a file anyfill cannot download",
+                key="model",
+            )
+        bus = supervisor.bus
+        path = await download_in_background(
+            model.catalog,
+            model.path,
+            endpoint=supervisor.models.endpoint or None,
+            publish=bus.publish if bus is not None else (lambda event: None),
+        )
+        supervisor.start_soon()
+        return path
 
     async def aclose(self) -> None:
         await self.supervisor.aclose()

@@ -14,9 +14,13 @@ from anyfill.daemon.backends.common import closing_stream
 from anyfill.daemon.backends.http import make_client
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.doctor import diagnose
-from anyfill.daemon.errors import BackendUnavailable, ModelNotFound
+from anyfill.daemon.errors import BackendUnavailable, ConfigError, ModelNotFound
 from anyfill.daemon.managed.backend import ManagedLlamaCppBackend
 from anyfill.daemon.managed.events import ManagedServerChanged
+from anyfill.daemon.models.catalog import find
+from anyfill.daemon.models.download import DownloadError, ModelDownload
+from tests.servers.hfhub import HfHub, HubFile
+from tests.servers.http import LoopbackServer
 
 PROMPT = FimPrompt(prefix="def f():\n    return ", suffix="\n", max_tokens=4)
 
@@ -164,3 +168,44 @@ async def test_doctor_does_not_fail_an_absent_server_the_managed_one_replaces(
     lines = {f.topic: f for f in await diagnose(settings, tmp_path / "c.toml", environ={})}
     assert lines["backend llamacpp"].status == "ok"
     assert "not needed: 'managed' serves instead" in lines["backend llamacpp"].detail
+
+
+async def test_the_trays_download_call_reports_a_refused_file_on_the_bus(
+    fake_binary: Path, tmp_path: Path
+) -> None:
+    """What the tray calls after the user agreed: the download goes to the models folder of
+    the config, through the configured endpoint, and its outcome is on the bus."""
+    small = find("qwen2.5-coder-0.5b")
+    assert small is not None
+    wrong = HubFile(small.repo_id, small.filename, small.revision, b"GGUF" + bytes(100))
+    responder = HfHub([wrong])
+    with LoopbackServer.in_thread(responder) as hub, LoopbackServer.in_thread(responder) as cdn:
+        responder.cdn_url = cdn.url
+        bus = EventBus()
+        downloads = bus.subscribe(ModelDownload)
+        config = _config(str(fake_binary), small.name)
+        models = ModelsConfig(dir=str(tmp_path / "models"), endpoint=hub.url)
+        async with make_client(config) as client:
+            backend = ManagedLlamaCppBackend(
+                config, client, bus=bus, models=models, logs=tmp_path / "logs"
+            )
+            with pytest.raises(DownloadError, match="refused"):
+                await backend.download_model()
+            with pytest.raises(ModelNotFound):  # still missing: nothing was started
+                await _ask(backend)
+            await backend.aclose()
+        assert [r.path for r in hub.requests] == [
+            f"/{small.repo_id}/resolve/{small.revision}/{small.filename}"
+        ]
+    event = downloads.get_nowait()
+    assert event.state == "failed"
+    assert "anyfill expects 531068128" in event.error
+    assert not (tmp_path / "models").exists() or list((tmp_path / "models").iterdir()) == []
+
+
+async def test_a_model_given_as_a_path_cannot_be_downloaded(tmp_path: Path) -> None:
+    config = _config("", str(tmp_path / "mine.gguf"))
+    async with make_client(config) as client:
+        backend = ManagedLlamaCppBackend(config, client, logs=tmp_path)
+        with pytest.raises(ConfigError, match="a file anyfill cannot download"):
+            await backend.download_model()
