@@ -33,7 +33,6 @@ from anyfill.daemon.errors import (
     BackendTimeout,
     BackendUnavailable,
     ConfigError,
-    ModelNotFound,
 )
 from anyfill.daemon.log import log_dir, register_secret
 from anyfill.daemon.managed.binary import INSTALL_HINT, FoundBinary, find_binary
@@ -275,7 +274,8 @@ class LlamaServerSupervisor:
         try:
             model = resolve_model(self.config.model, self.models)
         except ConfigError as exc:
-            self._set("missing_model", str(exc), fix="anyfill model list", error=exc)
+            error = BackendUnavailable(self.name, f"backend '{self.name}': {exc}")
+            self._set("missing_model", str(exc), fix="anyfill model list", error=error)
             return None
         if model.present:
             return model
@@ -294,7 +294,8 @@ class LlamaServerSupervisor:
             detail,
             fix=fix,
             model=model,
-            error=ModelNotFound(self.name, f"backend '{self.name}': {detail}; run '{fix}'"),
+            # Unavailable, not "not found": the chain goes on to the next backend meanwhile.
+            error=BackendUnavailable(self.name, f"backend '{self.name}': {detail}; run '{fix}'"),
         )
         return None
 

@@ -1,3 +1,3 @@
-from tests.servers.fixtures import refused_url
+from tests.servers.fixtures import loopback, refused_url
 
-__all__ = ["refused_url"]
+__all__ = ["loopback", "refused_url"]

@@ -13,14 +13,19 @@ from anyfill.daemon.backends.base import FimPrompt
 from anyfill.daemon.backends.common import closing_stream
 from anyfill.daemon.backends.http import make_client
 from anyfill.daemon.bus import EventBus
+from anyfill.daemon.completion import CompletionRequest
+from anyfill.daemon.context import Context
 from anyfill.daemon.doctor import diagnose
-from anyfill.daemon.errors import BackendUnavailable, ConfigError, ModelNotFound
+from anyfill.daemon.engine import Engine
+from anyfill.daemon.errors import BackendUnavailable, ConfigError
 from anyfill.daemon.managed.backend import ManagedLlamaCppBackend
 from anyfill.daemon.managed.events import ManagedServerChanged
 from anyfill.daemon.models.catalog import find
 from anyfill.daemon.models.download import DownloadError, ModelDownload
+from tests.servers.fixtures import StartServer
 from tests.servers.hfhub import HfHub, HubFile
 from tests.servers.http import LoopbackServer
+from tests.servers.llamacpp import LlamaCpp
 
 PROMPT = FimPrompt(prefix="def f():\n    return ", suffix="\n", max_tokens=4)
 
@@ -92,7 +97,7 @@ async def test_missing_catalog_model_names_size_place_and_command(
         backend = ManagedLlamaCppBackend(
             config, client, bus=bus, models=models, logs=tmp_path / "logs"
         )
-        with pytest.raises(ModelNotFound, match=r"anyfill model pull qwen2\.5-coder-0\.5b"):
+        with pytest.raises(BackendUnavailable, match=r"anyfill model pull qwen2\.5-coder-0\.5b"):
             await _ask(backend)
         await backend.aclose()
     event = events.get_nowait()
@@ -109,7 +114,7 @@ async def test_a_model_that_appears_later_is_picked_up(fake_binary: Path, tmp_pa
     config = _config(str(fake_binary), str(tmp_path / "late.gguf"))
     async with make_client(config) as client:
         backend = ManagedLlamaCppBackend(config, client, logs=tmp_path / "logs")
-        with pytest.raises(ModelNotFound, match="no model file at"):
+        with pytest.raises(BackendUnavailable, match="no model file at"):
             await _ask(backend)
         (tmp_path / "late.gguf").write_bytes(b"GGUF")
         # The fake binary exits at once: the supervisor now starts it, sees it die, says so.
@@ -191,7 +196,7 @@ async def test_the_trays_download_call_reports_a_refused_file_on_the_bus(
             )
             with pytest.raises(DownloadError, match="refused"):
                 await backend.download_model()
-            with pytest.raises(ModelNotFound):  # still missing: nothing was started
+            with pytest.raises(BackendUnavailable):  # still missing: nothing was started
                 await _ask(backend)
             await backend.aclose()
         assert [r.path for r in hub.requests] == [
@@ -209,3 +214,20 @@ async def test_a_model_given_as_a_path_cannot_be_downloaded(tmp_path: Path) -> N
         backend = ManagedLlamaCppBackend(config, client, logs=tmp_path)
         with pytest.raises(ConfigError, match="a file anyfill cannot download"):
             await backend.download_model()
+
+
+async def test_a_missing_model_passes_the_request_to_the_next_backend(
+    fake_binary: Path, tmp_path: Path, loopback: StartServer
+) -> None:
+    """Put first in the chain and not ready, the managed backend does not block the others."""
+    srv = await loopback(LlamaCpp())
+    managed = _config(str(fake_binary), str(tmp_path / "absent.gguf"))
+    theirs = BackendConfig(name="theirs", type="llamacpp", url=srv.url)
+    settings = Settings(
+        backends=[managed, theirs], routing=RoutingConfig(default=["managed", "theirs"])
+    )
+    async with Engine(settings) as engine:
+        completion = await engine.complete(
+            CompletionRequest(Context(prefix="x = ", suffix="\n"), max_tokens=4)
+        )
+    assert completion.backend == "theirs"
