@@ -103,6 +103,12 @@ def use_model(config_path: Path, spec: str, backend: str | None) -> str:
         path = Path(spec).expanduser().resolve()
         if not path.is_file():
             raise ConfigError(f"no GGUF file at {path}")
+        with path.open("rb") as handle:
+            if handle.read(4) != b"GGUF":
+                raise ConfigError(
+                    f"{path} is not a GGUF file (llama.cpp runs only GGUF models; "
+                    "convert it or download a GGUF build of the model)"
+                )
         spec = str(path)
     else:
         resolve_model(spec)  # an unknown name is a ConfigError naming the known ones

@@ -83,6 +83,11 @@ def test_use_refuses_what_does_not_exist_and_changes_nothing(
     result = run("model", "use", str(tmp_path / "nope.gguf"), env=home)
     assert result.returncode == 2
     assert "no GGUF file at" in result.stderr
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b'{"__metadata__": {}}')
+    result = run("model", "use", str(weights), env=home)
+    assert result.returncode == 2
+    assert "is not a GGUF file" in result.stderr
     assert not _config(home).exists()
 
 
