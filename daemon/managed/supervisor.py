@@ -200,7 +200,9 @@ class LlamaServerSupervisor:
         changed.set()
         if repeated:
             return
-        trouble = state in ("missing_binary", "missing_model", "restarting")
+        # A missing file is INFO: the daemon's console and log show it, and a one-shot
+        # command (anyfill complete) does not print it twice before its own error.
+        trouble = state == "restarting"
         fix_text = f"; fix: {fix}" if fix else ""
         log.log(
             logging.WARNING if trouble else logging.INFO,
