@@ -87,6 +87,8 @@ class LlamaServerSupervisor:
         self.tie: Tie = tie
         """How the child is kept from outliving the daemon (see ``process.spawn_tied``)."""
         self.state: ServerState = "stopped"
+        self.last_event = ManagedServerChanged(self.name, "stopped", model=config.model)
+        """The state as last published: what a tray that starts listening late shows first."""
         self._detail = ""
         self.url = ""
         self.error: AnyfillError | None = None
@@ -212,21 +214,20 @@ class LlamaServerSupervisor:
             detail,
             fix_text,
         )
+        catalog = model.catalog if model is not None else None
+        self.last_event = ManagedServerChanged(
+            backend=self.name,
+            state=state,
+            detail=detail,
+            fix=fix,
+            url=self.url,
+            pid=self.process.pid if self.process is not None else None,
+            model=model.spec if model is not None else self.config.model,
+            model_size=catalog.size if catalog is not None else 0,
+            model_dir=str(model.path.parent) if model is not None else "",
+        )
         if self.bus is not None:
-            catalog = model.catalog if model is not None else None
-            self.bus.publish(
-                ManagedServerChanged(
-                    backend=self.name,
-                    state=state,
-                    detail=detail,
-                    fix=fix,
-                    url=self.url,
-                    pid=self.process.pid if self.process is not None else None,
-                    model=model.spec if model is not None else self.config.model,
-                    model_size=catalog.size if catalog is not None else 0,
-                    model_dir=str(model.path.parent) if model is not None else "",
-                )
-            )
+            self.bus.publish(self.last_event)
 
     # -- the loop ----------------------------------------------------------------------------
 

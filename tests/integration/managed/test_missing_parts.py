@@ -99,6 +99,9 @@ async def test_missing_catalog_model_names_size_place_and_command(
         )
         with pytest.raises(BackendUnavailable, match=r"anyfill model pull qwen2\.5-coder-0\.5b"):
             await _ask(backend)
+        latest = backend.supervisor.last_event  # for a tray that starts listening late
+        assert latest.state == "missing_model"
+        assert latest.fix == "anyfill model pull qwen2.5-coder-0.5b"
         await backend.aclose()
     event = events.get_nowait()
     assert event.state == "missing_model"
