@@ -79,6 +79,8 @@ def find(name: str) -> CatalogModel | None:
 
 
 def human_size(size: int) -> str:
+    if size >= 1_000_000_000_000:
+        return f"{size / 1e12:.1f} TB"
     if size >= 1_000_000_000:
         return f"{size / 1e9:.2f} GB"
     if size >= 1_000_000:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
@@ -159,6 +160,13 @@ def download_model(
     if have > model.size:  # not a prefix of this file: start over
         part.unlink()
         have = 0
+    free = shutil.disk_usage(destination.parent).free
+    if free < model.size - have:
+        raise DownloadError(
+            f"{model.name} needs {human_size(model.size - have)} more in "
+            f"{destination.parent}, which has {human_size(free)} free; free some space or "
+            "set [models] dir to another disk"
+        )
     if have:
         log.info("resuming %s at %s of %s", model.name, human_size(have), model.size_text)
     if progress is not None:

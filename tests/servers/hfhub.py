@@ -42,6 +42,7 @@ class HfHub:
     drops: int = 1
     content: bytes | None = None
     announced_sha256: str | None = None
+    announced_size: int | None = None
     cdn_url: str = ""
     """Where the 302 points (another origin, as the Hub's CDN is); empty: this server."""
     served_bytes: list[int] = field(default_factory=list)
@@ -83,7 +84,7 @@ class HfHub:
             "Content-Type": "text/plain; charset=utf-8",
             "Location": location,
             "X-Repo-Commit": hub_file.revision,
-            "X-Linked-Size": str(len(hub_file.data)),
+            "X-Linked-Size": str(self.announced_size or len(hub_file.data)),
             "X-Linked-Etag": f'"{sha}"',
             "ETag": f'"{hashlib.sha1(hub_file.data).hexdigest()}"',
             "Accept-Ranges": "bytes",

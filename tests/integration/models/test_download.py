@@ -244,3 +244,17 @@ async def test_a_failed_background_download_says_why_on_the_bus(
     event = events.get_nowait()
     assert event.state == "failed"
     assert "cannot reach" in event.error
+
+
+def test_a_file_larger_than_the_free_space_is_refused_before_downloading(
+    hub: Hub, tmp_path: Path
+) -> None:
+    huge = 10**18  # more than any disk has free
+    hub.responder.announced_size = huge
+    model = CatalogModel(**{**MODEL.__dict__, "size": huge})
+
+    with pytest.raises(DownloadError, match=r"needs 1000000\.0 TB more in .* free"):
+        download_model(model, tmp_path / MODEL.filename, endpoint=hub.url)
+
+    assert [r.method for r in hub.requests] == ["HEAD"]
+    assert list(tmp_path.iterdir()) == []
