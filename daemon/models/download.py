@@ -10,11 +10,13 @@ SHA-256 is checked before it takes its final name; a wrong one is deleted, never
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import re
 import shutil
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -136,6 +138,28 @@ def _progress_class(progress: Progress | None) -> type[Any]:
     return Reporting
 
 
+@contextlib.contextmanager
+def _only_download_of(destination: Path, name: str) -> Iterator[None]:
+    """One download per file at a time (the tray and the CLI would append to one .part)."""
+    if sys.platform == "win32":  # no flock; two downloads at once fail the checksum instead
+        yield
+        return
+    import fcntl
+
+    lock_path = destination.with_name(destination.name + ".lock")
+    with lock_path.open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DownloadError(
+                f"{name} is already being downloaded (by another anyfill); wait for it"
+            ) from None
+        try:
+            yield
+        finally:
+            lock_path.unlink(missing_ok=True)
+
+
 def download_model(
     model: CatalogModel,
     destination: Path,
@@ -147,12 +171,21 @@ def download_model(
 
     Raises :class:`DownloadError` with what to do; the final path only ever holds a file
     whose SHA-256 matched."""
-    import httpx2
-    from huggingface_hub.file_download import http_get
-
     if destination.is_file():
         return destination
     destination.parent.mkdir(parents=True, exist_ok=True)
+    with _only_download_of(destination, model.name):
+        return _download(model, destination, endpoint, progress)
+
+
+def _download(
+    model: CatalogModel, destination: Path, endpoint: str | None, progress: Progress | None
+) -> Path:
+    import httpx2
+    from huggingface_hub.file_download import http_get
+
+    if destination.is_file():  # finished by the download that held the lock before
+        return destination
     info = file_info(model, endpoint)
     check_info(model, info)
     part = part_path(destination)

@@ -258,3 +258,19 @@ def test_a_file_larger_than_the_free_space_is_refused_before_downloading(
 
     assert [r.method for r in hub.requests] == ["HEAD"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_second_download_of_the_same_file_is_refused_while_one_runs(
+    hub: Hub, tmp_path: Path
+) -> None:
+    import fcntl
+
+    target = tmp_path / MODEL.filename
+    with (tmp_path / (MODEL.filename + ".lock")).open("w") as running:
+        fcntl.flock(running, fcntl.LOCK_EX)  # what a download in another process holds
+        with pytest.raises(DownloadError, match="already being downloaded"):
+            download_model(MODEL, target, endpoint=hub.url)
+    assert hub.requests == []
+    download_model(MODEL, target, endpoint=hub.url)  # once it is over, it goes through
+    assert target.read_bytes() == DATA
+    assert sorted(p.name for p in tmp_path.iterdir()) == [MODEL.filename]
