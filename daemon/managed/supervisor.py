@@ -50,6 +50,11 @@ BACKOFF_S = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 60.0)
 STABLE_AFTER_S = 60.0
 """A server that ran this long without dying resets the back-off."""
 STOP_GRACE_S = 5.0
+HEALTH_EVERY_S = 10.0
+HEALTH_TIMEOUT_S = 5.0
+HEALTH_MISSES = 3
+"""A running server that misses this many ``/health`` checks in a row is killed (then
+started again): about 45 s of not answering, far longer than any completion."""
 LOG_ROTATE_BYTES = 5_000_000
 BIND_RETRIES = 3
 
@@ -85,6 +90,10 @@ class LlamaServerSupervisor:
         self.logs = logs or log_dir()
         self.pick_port = pick_port
         self.tie: Tie = tie
+        self.health_every_s = HEALTH_EVERY_S
+        self.health_timeout_s = HEALTH_TIMEOUT_S
+        self.health_misses = HEALTH_MISSES
+        self._hung = 0
         """How the child is kept from outliving the daemon (see ``process.spawn_tied``)."""
         self.state: ServerState = "stopped"
         self.last_event = ManagedServerChanged(self.name, "stopped", model=config.model)
@@ -253,7 +262,13 @@ class LlamaServerSupervisor:
                 return
             uptime = time.monotonic() - started
             failures = 1 if uptime >= STABLE_AFTER_S else failures + 1
-            await self._back_off(failures, f"llama-server exited with code {code}", model)
+            why = f"llama-server exited with code {code}"
+            if self._hung:
+                why = (
+                    f"llama-server stopped answering /health ({self._hung} checks), "
+                    "so it was killed"
+                )
+            await self._back_off(failures, why, model)
 
     def _binary(self) -> FoundBinary | None:
         found = find_binary(self.config.server.binary)
@@ -430,10 +445,43 @@ class LlamaServerSupervisor:
             return ""
 
     async def _watch(self) -> int:
-        assert self.process is not None
-        code = await self.process.wait()
+        """Until the process exits; a server that stops answering ``/health`` (hung, or
+        stopped with SIGSTOP) is killed, so that the loop starts a new one."""
+        process = self.process
+        assert process is not None
+        waiting = asyncio.ensure_future(process.wait())
+        misses = 0
+        self._hung = 0
+        headers = {"Authorization": f"Bearer {self.api_key}"}
+        try:
+            async with httpx.AsyncClient(
+                timeout=self.health_timeout_s, trust_env=False, headers=headers
+            ) as client:
+                while not await self._exited(waiting):
+                    try:
+                        await client.get(f"{self.url}/health")
+                        misses = 0  # any answer: it is not hung (busy is fine)
+                    except httpx.HTTPError:
+                        misses += 1
+                    if misses >= self.health_misses and process.returncode is None:
+                        self._hung = misses
+                        log.warning(
+                            "managed llama-server '%s' did not answer /health %d times: killing it",
+                            self.name,
+                            misses,
+                        )
+                        with contextlib.suppress(ProcessLookupError):
+                            process.kill()
+        finally:
+            if not waiting.done():
+                waiting.cancel()
+        code = await waiting
         log.warning("managed llama-server '%s' exited with code %s", self.name, code)
         return code
+
+    async def _exited(self, waiting: asyncio.Future[int]) -> bool:
+        done, _ = await asyncio.wait({waiting}, timeout=self.health_every_s)
+        return bool(done)
 
     async def _stop_process(self) -> None:
         process, self.process = self.process, None

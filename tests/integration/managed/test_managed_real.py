@@ -348,3 +348,31 @@ def test_anyfill_complete_falls_back_to_the_managed_server(tmp_path: Path) -> No
     ]
     assert left == []
     assert not Path(key_file).exists()  # the key left with the server
+
+
+async def test_a_server_that_stops_answering_is_killed_and_started_again(
+    engine: tuple[Engine, ManagedLlamaCppBackend, EventBus],
+) -> None:
+    eng, backend, bus = engine
+    supervisor = backend.supervisor
+    supervisor.health_every_s = 0.2  # the defaults (10 s, 5 s, 3 misses) shortened
+    supervisor.health_timeout_s = 0.3
+    supervisor.health_misses = 2
+    await eng.complete(_request(1))
+    assert supervisor.process is not None
+    hung = supervisor.process.pid
+    events = bus.subscribe(ManagedServerChanged)
+
+    os.kill(hung, signal.SIGSTOP)  # alive, holding its port, answering nothing
+    try:
+        await _wait_until(lambda: supervisor.starts == 2 and supervisor.state == "ready")
+    finally:
+        if _alive(hung):
+            os.kill(hung, signal.SIGKILL)
+
+    assert not _alive(hung)
+    restarting = events.get_nowait()
+    assert restarting.state == "restarting"
+    assert "stopped answering /health (2 checks), so it was killed" in restarting.detail
+    completion = await eng.complete(_request(2))
+    assert completion.backend == "managed"
