@@ -117,12 +117,17 @@ def _covered_by_managed(settings: Settings, findings: list[Finding]) -> list[Fin
         return findings
     last = chain.index(usable[0])
     local = {
-        f"backend {name}"
+        f"backend {name}": settings.backend(name).url
         for name in chain[:last]
         if settings.backend(name).type in ("llamacpp", "ollama")
     }
     return [
-        Finding("ok", f.topic, f"{f.detail} (not needed: '{usable[0]}' serves instead)")
+        Finding(
+            "ok",
+            f.topic,
+            f"no server at {local[f.topic]}: none needed, '{usable[0]}' (run by anyfill) "
+            "serves instead",
+        )
         if f.topic in local and f.status == "fail" and "nothing listens" in f.detail
         else f
         for f in findings

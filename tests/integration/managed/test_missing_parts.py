@@ -175,7 +175,9 @@ async def test_doctor_does_not_fail_an_absent_server_the_managed_one_replaces(
     )
     lines = {f.topic: f for f in await diagnose(settings, tmp_path / "c.toml", environ={})}
     assert lines["backend llamacpp"].status == "ok"
-    assert "not needed: 'managed' serves instead" in lines["backend llamacpp"].detail
+    assert lines["backend llamacpp"].detail == (
+        f"no server at {refused_url}: none needed, 'managed' (run by anyfill) serves instead"
+    )
 
 
 async def test_the_trays_download_call_reports_a_refused_file_on_the_bus(
