@@ -90,11 +90,11 @@ class LlamaServerSupervisor:
         self.logs = logs or log_dir()
         self.pick_port = pick_port
         self.tie: Tie = tie
+        """How the child is kept from outliving the daemon (see ``process.spawn_tied``)."""
         self.health_every_s = HEALTH_EVERY_S
         self.health_timeout_s = HEALTH_TIMEOUT_S
         self.health_misses = HEALTH_MISSES
         self._hung = 0
-        """How the child is kept from outliving the daemon (see ``process.spawn_tied``)."""
         self.state: ServerState = "stopped"
         self.last_event = ManagedServerChanged(self.name, "stopped", model=config.model)
         """The state as last published: what a tray that starts listening late shows first."""
@@ -147,6 +147,8 @@ class LlamaServerSupervisor:
                 assert self.error is not None
                 raise self.error
             self._set("starting", "found what was missing")
+        elif self.state == "failed":
+            self._set("starting", "trying again after a failure of the supervisor")
         if self.state != "ready":
             self.start_soon()
         deadline = time.monotonic() + wait_s
@@ -241,6 +243,22 @@ class LlamaServerSupervisor:
     # -- the loop ----------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        try:
+            await self._loop()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug here must not leave requests waiting for nothing
+            log.exception("managed llama-server '%s': the supervisor failed", self.name)
+            await self._stop_process()
+            detail = f"anyfill's supervisor failed ({type(exc).__name__}: {exc})"
+            self._set(
+                "failed",
+                detail,
+                fix="see the log; the next request tries again",
+                error=BackendUnavailable(self.name, f"backend '{self.name}': {detail}"),
+            )
+
+    async def _loop(self) -> None:
         failures = 0
         while not self._closing:
             found = self._binary()

@@ -20,6 +20,7 @@ from anyfill.daemon.engine import Engine
 from anyfill.daemon.errors import BackendUnavailable, ConfigError
 from anyfill.daemon.managed.backend import ManagedLlamaCppBackend
 from anyfill.daemon.managed.events import ManagedServerChanged
+from anyfill.daemon.managed.supervisor import free_port
 from anyfill.daemon.models.catalog import find
 from anyfill.daemon.models.download import DownloadError, ModelDownload
 from tests.servers.fixtures import StartServer
@@ -236,3 +237,26 @@ async def test_a_missing_model_passes_the_request_to_the_next_backend(
             CompletionRequest(Context(prefix="x = ", suffix="\n"), max_tokens=4)
         )
     assert completion.backend == "theirs"
+
+
+async def test_a_failure_of_the_supervisor_itself_is_reported_and_retried(
+    fake_binary: Path, tmp_path: Path
+) -> None:
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+
+    def broken_picker() -> int:
+        raise RuntimeError("no ports today")
+
+    config = _config(str(fake_binary), str(gguf))
+    async with make_client(config) as client:
+        backend = ManagedLlamaCppBackend(
+            config, client, logs=tmp_path / "logs", pick_port=broken_picker
+        )
+        with pytest.raises(BackendUnavailable, match=r"supervisor failed \(RuntimeError: no po"):
+            await _ask(backend)
+        assert backend.supervisor.state == "failed"
+        backend.supervisor.pick_port = free_port
+        with pytest.raises(BackendUnavailable, match="exited with code 3"):  # it tried again
+            await _ask(backend)
+        await backend.aclose()
