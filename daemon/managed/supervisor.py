@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -57,6 +59,34 @@ HEALTH_MISSES = 3
 started again): about 45 s of not answering, far longer than any completion."""
 LOG_ROTATE_BYTES = 5_000_000
 BIND_RETRIES = 3
+
+
+def _private_dir() -> str | None:
+    """The user's runtime dir (``<XDG_RUNTIME_DIR>/anyfill``, mode 0700): emptied at logout,
+    so a key left by a daemon that was killed does not pile up. None: the temp dir."""
+    from anyfill.daemon.control.paths import control_dir, ensure_private_dir
+    from anyfill.daemon.errors import AnyfillError
+
+    try:
+        return ensure_private_dir(control_dir())
+    except (AnyfillError, OSError):
+        return None
+
+
+def remove_stale_keys(folder: Path) -> None:
+    """Key folders of daemons that were killed (their pid is in the name) go away."""
+    if sys.platform == "win32":  # os.kill(pid, 0) would terminate the process there
+        return
+    for entry in folder.glob("llama-key-*-*"):
+        pid = entry.name.split("-")[2]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(entry, ignore_errors=True)
+        except PermissionError:
+            pass  # alive, someone else's
 
 
 def free_port() -> int:
@@ -185,7 +215,11 @@ class LlamaServerSupervisor:
 
     def _key_file(self) -> Path:
         if self._key_dir is None:
-            self._key_dir = Path(tempfile.mkdtemp(prefix="anyfill-llama-"))  # mode 0700
+            folder = _private_dir()
+            if folder is not None:
+                remove_stale_keys(Path(folder))
+            prefix = f"llama-key-{os.getpid()}-"
+            self._key_dir = Path(tempfile.mkdtemp(prefix=prefix, dir=folder))
         path = self._key_dir / "api-key"
         if not path.exists():
             path.touch(mode=0o600)

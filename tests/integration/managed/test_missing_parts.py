@@ -3,6 +3,7 @@ the same on the bus for the tray, and in ``anyfill doctor``. No llama-server is 
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from anyfill.daemon.engine import Engine
 from anyfill.daemon.errors import BackendUnavailable, ConfigError
 from anyfill.daemon.managed.backend import ManagedLlamaCppBackend
 from anyfill.daemon.managed.events import ManagedServerChanged
-from anyfill.daemon.managed.supervisor import free_port
+from anyfill.daemon.managed.supervisor import free_port, remove_stale_keys
 from anyfill.daemon.models.catalog import find
 from anyfill.daemon.models.download import DownloadError, ModelDownload
 from tests.servers.fixtures import StartServer
@@ -260,3 +261,26 @@ async def test_a_failure_of_the_supervisor_itself_is_reported_and_retried(
         with pytest.raises(BackendUnavailable, match="exited with code 3"):  # it tried again
             await _ask(backend)
         await backend.aclose()
+
+
+def test_keys_left_by_killed_daemons_are_removed(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    dead_pid = int(gone.stdout)
+    stale = tmp_path / f"llama-key-{dead_pid}-abc123"
+    stale.mkdir()
+    (stale / "api-key").write_text("old\n")
+    mine = tmp_path / f"llama-key-{os.getpid()}-def456"
+    mine.mkdir()
+
+    remove_stale_keys(tmp_path)
+
+    assert not stale.exists()
+    assert mine.exists()  # a live daemon's key stays
