@@ -22,8 +22,9 @@ class Inserter:
 
     async def insert(
         self, text: str, target: Target, app: AppSettings, *, selection_was_theirs: bool
-    ) -> Method:
-        """Insert ``text`` at the caret of ``target``; FocusChanged if it lost the focus.
+    ) -> str:
+        """Insert ``text`` at the caret of ``target``; the method used (the direct route
+        first, where the desktop has one); FocusChanged if the target lost the focus.
 
         ``selection_was_theirs``: the target owned PRIMARY right after capture (then a
         new selection cannot be told apart, and the selection guard is off).
@@ -36,6 +37,9 @@ class Inserter:
                 ensure_no_new_selection(self._desktop.clipboard, target.window_id)
 
         guard()
+        direct = self._desktop.direct
+        if direct is not None and await direct.insert(text, target, focus):
+            return direct.name
         method, why = choose(app.mode, text, self._config.type_max_chars)
         if method == "type":
             if await self._desktop.keys.type_text(text):

@@ -1,0 +1,52 @@
+"""Which kind of session this is, and which compositor runs it (from the environment)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+Compositor = Literal["sway", "hyprland", "kde", "gnome", "other"]
+
+
+def is_wayland(environ: Mapping[str, str] | None = None) -> bool:
+    """A Wayland session: ``XDG_SESSION_TYPE=wayland``, or a ``WAYLAND_DISPLAY`` with no X
+    display beside it (a session manager that does not set the type)."""
+    env = os.environ if environ is None else environ
+    kind = env.get("XDG_SESSION_TYPE", "").lower()
+    if kind == "wayland":
+        return bool(env.get("WAYLAND_DISPLAY"))
+    if kind == "x11":
+        return False
+    return bool(env.get("WAYLAND_DISPLAY")) and not env.get("DISPLAY")
+
+
+def compositor(environ: Mapping[str, str] | None = None) -> Compositor:
+    env = os.environ if environ is None else environ
+    if env.get("SWAYSOCK"):
+        return "sway"
+    if env.get("HYPRLAND_INSTANCE_SIGNATURE"):
+        return "hyprland"
+    desktops = env.get("XDG_CURRENT_DESKTOP", "").lower().split(":")
+    if "kde" in desktops:
+        return "kde"
+    if "gnome" in desktops:
+        return "gnome"
+    return "other"
+
+
+def has_data_control(kind: Compositor) -> bool:
+    """wlroots compositors and KWin offer a data-control protocol (wl-clipboard works without
+    a focused window); Mutter does not (GNOME goes through the Clipboard portal)."""
+    return kind in ("sway", "hyprland", "kde")
+
+
+def has_virtual_keyboard(kind: Compositor) -> bool:
+    """zwp_virtual_keyboard_v1 (what wtype speaks) is a wlroots protocol."""
+    return kind in ("sway", "hyprland")
+
+
+def runtime_dir(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    return Path(env.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}")
