@@ -20,6 +20,9 @@ from anyfill.daemon.capture.base import Strategy
 from anyfill.daemon.capture.clipboard_mode import ClipboardCapture
 from anyfill.daemon.capture.keyboard import KeyboardCapture
 from anyfill.daemon.completion import Completer
+from anyfill.daemon.control.builtins import DaemonControl, install_builtins
+from anyfill.daemon.control.commands import Commands
+from anyfill.daemon.control.server import ControlServer
 from anyfill.daemon.desktop import Desktop
 from anyfill.daemon.errors import DesktopUnavailable
 from anyfill.daemon.heap import freeze_startup_objects
@@ -78,20 +81,35 @@ async def serve(
     settings: Settings,
     stop: asyncio.Event,
     completer_factory: CompleterFactory = default_completer,
+    *,
+    commands: Commands | None = None,
+    control_socket: str | None = None,
 ) -> None:
-    """Run until ``stop`` is set."""
+    """Run until ``stop`` is set.
+
+    ``commands``: the control socket's registry, for a layer (the tray) that adds its own
+    commands; the built-in ones are added here. ``control_socket``: its path (default
+    ``$XDG_RUNTIME_DIR/anyfill/control.sock``).
+    """
     pipelines: list[Pipeline] = []
 
     def on_trigger(action: Action) -> None:
         for pipeline in pipelines:
             pipeline.trigger(action)
 
-    async with open_desktop(settings, on_trigger) as desktop:
+    commands = commands if commands is not None else Commands()
+    # Bound first: a live daemon on the socket stops us before we grab its hotkeys.
+    async with (
+        ControlServer(commands, control_socket) as control,
+        open_desktop(settings, on_trigger) as desktop,
+    ):
         manager = completer_factory(settings)
         async with manager as entered:
             completer: Completer = entered if entered is not None else manager
             pipeline = Pipeline(desktop, completer, settings, capture_strategies(desktop, settings))
             pipelines.append(pipeline)
+            install_builtins(commands, DaemonControl(settings, pipeline, on_trigger, desktop="x11"))
+            await control.start_serving()
             freeze_startup_objects()
             chain = ", ".join(settings.routing.default)
             log.info("anyfill is running; backends in order: %s", chain)
