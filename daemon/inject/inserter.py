@@ -10,7 +10,7 @@ from anyfill.daemon.apprules import AppSettings
 from anyfill.daemon.desktop import Desktop, Target
 from anyfill.daemon.inject.focus import ensure_focus, ensure_no_new_selection
 from anyfill.daemon.inject.paste import paste
-from anyfill.daemon.inject.policy import Method, choose
+from anyfill.daemon.inject.policy import choose
 
 log = logging.getLogger("anyfill.inject")
 

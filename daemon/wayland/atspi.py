@@ -161,8 +161,7 @@ class AtspiFocus:
 
 def _is_focused_text(atspi: Any, node: Any) -> bool:
     return bool(
-        node.get_state_set().contains(atspi.StateType.FOCUSED)
-        and "Text" in node.get_interfaces()
+        node.get_state_set().contains(atspi.StateType.FOCUSED) and "Text" in node.get_interfaces()
     )
 
 

@@ -54,8 +54,7 @@ class WlClipboard:
         missing = [tool for tool in ("wl-copy", "wl-paste") if shutil.which(tool) is None]
         if missing:
             raise DesktopUnavailable(
-                "the Wayland clipboard needs wl-clipboard (Debian/Ubuntu: apt install "
-                "wl-clipboard)"
+                "the Wayland clipboard needs wl-clipboard (Debian/Ubuntu: apt install wl-clipboard)"
             )
         for which in ("clipboard", "primary"):
             await self._watch(which)

@@ -127,7 +127,7 @@ class PortalBus:
         """Call a method whose last argument is its options and whose answer comes as a
         Request ``Response``; the results, or PortalError when refused or cancelled."""
         token = self.token()
-        sender = self.bus.unique_name.lstrip(":").replace(".", "_")
+        sender = (self.bus.unique_name or "").lstrip(":").replace(".", "_")
         handle = f"{PATH}/request/{sender}/{token}"
         answer: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
 
@@ -182,8 +182,9 @@ class PortalBus:
     def _dispatch(self, message: Message) -> None:
         if message.message_type != MessageType.SIGNAL:
             return
+        interface, member = message.interface or "", message.member or ""
         for path in (message.path, None):
-            for handler in list(self._handlers.get((message.interface, message.member, path), ())):
+            for handler in list(self._handlers.get((interface, member, path), ())):
                 try:
                     handler(list(message.body))
                 except Exception:

@@ -21,7 +21,7 @@ from typing import Any
 
 from dbus_fast import Variant
 
-from anyfill.daemon.desktop import ClipSnapshot, Offer, Which
+from anyfill.daemon.desktop import ClipSnapshot, Offer, Value, Which
 from anyfill.daemon.errors import InsertError
 from anyfill.daemon.wayland.keysyms import MODIFIERS, keysym, parse_chord
 from anyfill.daemon.wayland.portal.bus import SESSION, PortalBus, PortalError
@@ -139,8 +139,14 @@ class PortalKeys:
     async def press(self, chord: str) -> None:
         mods, key = parse_chord(chord)
         syms = [MODIFIERS[mod][1] for mod in mods]
-        await self._send([*[(s, PRESSED) for s in syms], (keysym(key), PRESSED),
-                          (keysym(key), RELEASED), *[(s, RELEASED) for s in reversed(syms)]])
+        await self._send(
+            [
+                *[(s, PRESSED) for s in syms],
+                (keysym(key), PRESSED),
+                (keysym(key), RELEASED),
+                *[(s, RELEASED) for s in reversed(syms)],
+            ]
+        )
 
     async def type_text(self, text: str) -> bool:
         if not text.isascii() or "\n" in text:
@@ -236,7 +242,7 @@ class PortalClipboard:
         if which != "clipboard":
             return ClipSnapshot()  # the portal has no primary selection
         await self._handle()
-        items = {}
+        items: dict[str, tuple[str, int, Value]] = {}
         for mime in list(self._types):
             data = await self._read(mime)
             if data is not None:

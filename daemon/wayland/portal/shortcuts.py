@@ -77,8 +77,8 @@ class PortalHotkeys:
             await self._portal.unsubscribe(SESSION, "Closed", self._on_closed, path=self._session)
             try:
                 await self._portal.call(SESSION, "Close", path=self._session)
-            except PortalError as exc:
-                log.debug("closing the shortcuts session: %s", exc)
+            except PortalError as error:
+                log.debug("closing the shortcuts session: %s", error)
             self._session = ""
 
     async def _open(self) -> None:
@@ -92,7 +92,7 @@ class PortalHotkeys:
         self._session = str(results["session_handle"])
         await self._portal.subscribe(SESSION, "Closed", self._on_closed, path=self._session)
         listed = await self._list()
-        if set(listed) >= {action for action in self._bindings}:
+        if set(listed) >= set(self._bindings):
             self.triggers = listed
             log.info("global shortcuts already bound: %s", _describe(listed))
             return
@@ -130,7 +130,7 @@ class PortalHotkeys:
         session, shortcut = str(args[0]), str(args[1])
         if session != self._session or shortcut not in self._bindings:
             return
-        action: Action = shortcut  # type: ignore[assignment]  # checked just above
+        action: Action = shortcut  # type: ignore[assignment, unused-ignore]  # checked above
         log.debug("portal shortcut %s activated", action)
         self._on_trigger(action)
 

@@ -1,0 +1,206 @@
+"""The desktop path in a native Wayland session: sway headless, native Wayland mousepad.
+
+The daemon runs with the session's environment and picks the Wayland desktop on its own
+(XDG_SESSION_TYPE=wayland). Presses arrive as ``anyfill trigger complete`` (the command a
+user binds in the desktop's keyboard settings) and through a real sway key binding pressed
+on sway's virtual keyboard. The document is read back from disk after mousepad saves it
+(its exported ``file.save`` action); a '|' typed first marks where the caret was. The
+user's clipboard is read back with wl-paste.
+
+One sway, one bus, one daemon per module: start-up is paid once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from tests.e2e.conftest import FIGURES, REPEAT
+from tests.e2e.harness import Daemon, Outcome, daemon_config, wait_until
+from tests.e2e.wayland import UNUSABLE, Editor, WaylandSession, open_mousepad
+from tests.servers.http import LoopbackServer, RecordedRequest
+from tests.servers.llamacpp import LlamaCpp
+from tests.servers.script import Reply
+
+pytestmark = [pytest.mark.desktop, pytest.mark.skipif(bool(UNUSABLE), reason=UNUSABLE)]
+
+USER_CLIP = "the user's clipboard ✓ (wayland)"
+BINDING = "Ctrl+Alt+space"
+_tags = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Case:
+    lines: tuple[str, ...]
+    line: int
+    """1-based, as ``mousepad --line`` takes it."""
+    column: int
+    reply: str
+
+
+CASES = {
+    "mid_line": Case(("alpha beta {tag}", "gamma"), 1, 6, "big "),
+    "line_start": Case(("alpha {tag}", "gamma delta"), 2, 0, "new "),
+    "line_end": Case(("alpha {tag}", "gamma"), 1, 100, " omega"),
+    "non_ascii": Case(("Grüße aus Köln ✓ {tag}", "日本語"), 1, 6, "schöne ✓ "),
+    "multi_line": Case(("def g_{tag}(x):", "", "tail"), 1, 100, "\n    y = x * 2\n    return y"),
+}
+
+
+@pytest.fixture(scope="module")
+def wl() -> Iterator[WaylandSession]:
+    trigger = f"{sys.executable} -m anyfill.daemon.launcher trigger complete"
+    with WaylandSession.start(f"bindsym {BINDING} exec {trigger}\n") as session:
+        yield session
+
+
+@pytest.fixture(scope="module")
+def wl_daemon(wl: WaylandSession, llama: tuple[LlamaCpp, LoopbackServer]) -> Iterator[Daemon]:
+    process = Daemon(wl, daemon_config(llama[1].url), "anyfill-wl", runtime_dir=wl.run_dir)  # type: ignore[arg-type]
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def editors(wl: WaylandSession) -> Iterator[list[Editor]]:
+    opened: list[Editor] = []
+    yield opened
+    for editor in opened:
+        editor.close()
+
+
+def infill(server: LoopbackServer) -> list[RecordedRequest]:
+    return [request for request in server.requests if request.path == "/infill"]
+
+
+def trigger(daemon: Daemon) -> Outcome:
+    count = len(daemon.outcomes())
+    code, out = daemon.cli("trigger", "complete")
+    assert code == 0, out
+    try:
+        return daemon.wait_outcome(count + 1)
+    except TimeoutError as exc:
+        raise AssertionError(daemon.log()[-3000:]) from exc
+
+
+def prepare(wl: WaylandSession, editors: list[Editor], case: Case) -> tuple[Editor, str, int]:
+    tag = f"w{next(_tags)}"
+    lines = [line.replace("{tag}", tag) for line in case.lines]
+    text = "\n".join(lines) + "\n"
+    column = min(case.column, len(lines[case.line - 1]))
+    caret = sum(len(line) + 1 for line in lines[: case.line - 1]) + column
+    editor = open_mousepad(wl, text, case.line, column)
+    editors.append(editor)
+    wl.set_clipboard(USER_CLIP)
+    return editor, text, caret
+
+
+def test_the_daemon_chose_the_wayland_routes(wl_daemon: Daemon) -> None:
+    log = wl_daemon.log()
+    assert "wayland insertion: AT-SPI EditableText, else paste" in log
+    assert "wayland clipboard: data-control (wl-clipboard)" in log
+    assert "wayland keys: virtual keyboard (wtype)" in log
+    assert "wayland focus guard: sway IPC" in log
+
+
+@pytest.mark.parametrize("rep", range(REPEAT))
+@pytest.mark.parametrize("name", list(CASES))
+def test_trigger_completes_in_native_wayland_mousepad(
+    name: str,
+    rep: int,
+    wl: WaylandSession,
+    wl_daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+    editors: list[Editor],
+) -> None:
+    case = CASES[name]
+    editor, text, caret = prepare(wl, editors, case)
+    responder, server = llama
+    responder.queue.clear()
+    responder.push(Reply(text=case.reply))
+    before = len(infill(server))
+
+    outcome = trigger(wl_daemon)
+
+    assert (outcome.status, outcome.method, outcome.capture) == (
+        "inserted",
+        "accessibility",
+        "accessibility",
+    ), outcome
+    assert outcome.app == "mousepad"
+    requests = infill(server)
+    assert len(requests) == before + 1
+    sent = requests[-1].json()
+    assert (sent["input_prefix"], sent["input_suffix"]) == (text[:caret], text[caret:])
+    restored = FIGURES["R1 user clipboard restored"].check(wl.get_clipboard() == USER_CLIP)
+    assert restored, wl.get_clipboard()
+    assert editor.modified()
+    wl.type_text("|")  # lands at the caret: the caret is after the inserted text
+    saved = wait_until(lambda: _with_mark(editor.save()), 5, "the typed mark in the document")
+    assert saved == text[:caret] + case.reply + "|" + text[caret:]
+
+
+def test_sway_key_binding_runs_the_trigger(
+    wl: WaylandSession,
+    wl_daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+    editors: list[Editor],
+) -> None:
+    """sway runs ``anyfill trigger complete`` from its binding; the chord is pressed on
+    sway's virtual keyboard (wtype), which sway's binding code sees like a real one."""
+    editor, text, caret = prepare(wl, editors, CASES["mid_line"])
+    responder, _ = llama
+    responder.queue.clear()
+    responder.push(Reply(text="bound "))
+    count = len(wl_daemon.outcomes())
+
+    wl.run("wtype", "-M", "ctrl", "-M", "alt", "-k", "space", "-m", "alt", "-m", "ctrl")
+
+    outcome = wl_daemon.wait_outcome(count + 1)
+    assert (outcome.status, outcome.method) == ("inserted", "accessibility"), outcome
+    saved = editor.save()
+    assert saved == text[:caret] + "bound " + text[caret:]
+    assert wl.get_clipboard() == USER_CLIP
+
+
+@pytest.mark.parametrize("rep", range(REPEAT))
+def test_focus_moved_before_the_answer_inserts_nothing(
+    rep: int,
+    wl: WaylandSession,
+    wl_daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+    editors: list[Editor],
+) -> None:
+    first, text, _ = prepare(wl, editors, CASES["mid_line"])
+    second = open_mousepad(wl, "other window\n", 1, 5, window=2)
+    editors.append(second)
+    wl.focus(first.con_id)
+    responder, server = llama
+    responder.queue.clear()
+    responder.push(Reply(text="never ", delay_s=0.6))
+    before = len(infill(server))
+    count = len(wl_daemon.outcomes())
+
+    code, out = wl_daemon.cli("trigger", "complete")
+    assert code == 0, out
+    wait_until(lambda: len(infill(server)) > before, 5, "the request to reach the backend")
+    wl.focus(second.con_id)
+    outcome = wl_daemon.wait_outcome(count + 1)
+
+    # Neither document changed: mousepad marks a changed one in its title.
+    changed = (first.modified(), second.modified())
+    ok = FIGURES["R2 nothing inserted after a focus change"].check(
+        outcome.status == "kept" and changed == (False, False)
+    )
+    assert ok, (outcome, changed)
+    assert first.path.read_text(encoding="utf-8") == text
+    assert "focus moved" in outcome.reason
+    assert FIGURES["R1 user clipboard restored"].check(wl.get_clipboard() == USER_CLIP)
+
+
+def _with_mark(saved: str) -> str:
+    return saved if "|" in saved else ""
