@@ -11,8 +11,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import socket
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -29,7 +31,12 @@ from anyfill.daemon.wayland.keys import NoKeys, WtypeKeys
 from anyfill.daemon.wayland.portal.bus import PortalBus, PortalError
 from anyfill.daemon.wayland.portal.remote import PortalClipboard, PortalKeys, RemoteSession
 from anyfill.daemon.wayland.portal.shortcuts import PortalHotkeys
-from anyfill.daemon.wayland.session import compositor, has_data_control, has_virtual_keyboard
+from anyfill.daemon.wayland.session import (
+    compositor,
+    has_data_control,
+    has_virtual_keyboard,
+    runtime_dir,
+)
 
 log = logging.getLogger("anyfill.wayland")
 
@@ -108,6 +115,8 @@ class WaylandDesktop:
     async def _build(self, stack: AsyncExitStack) -> Desktop:
         kind = compositor(self._env)
         routes = self.routes
+        lost = asyncio.Event()
+        await stack.enter_async_context(DisplayLink(self._env, lost))
         portal = await _portal(self._portal_address)
         if portal is not None:
             stack.callback(portal.close)
@@ -157,7 +166,7 @@ class WaylandDesktop:
         routes.focus = windows.route
         for step, route in routes.lines():
             log.info("wayland %s: %s", step, route)
-        return Desktop(keys, clipboard, windows, direct=direct)
+        return Desktop(keys, clipboard, windows, lost=lost, direct=direct)
 
     async def __aexit__(
         self,
@@ -166,6 +175,53 @@ class WaylandDesktop:
         tb: TracebackType | None,
     ) -> None:
         await self._stack.aclose()
+
+
+class DisplayLink:
+    """A connection to the compositor's socket, held for the daemon's life: refused at
+    start means no Wayland display; closed later means the session ended (``lost``)."""
+
+    def __init__(self, environ: Mapping[str, str], lost: asyncio.Event) -> None:
+        name = environ.get("WAYLAND_DISPLAY", "") or "wayland-0"
+        self.path = Path(name) if name.startswith("/") else runtime_dir(environ) / name
+        self._lost = lost
+        self._sock: socket.socket | None = None
+
+    async def __aenter__(self) -> DisplayLink:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(str(self.path))
+        except OSError as exc:
+            sock.close()
+            raise DesktopUnavailable(
+                f"no Wayland display: cannot connect to {self.path} ({exc.strerror})"
+            ) from exc
+        sock.setblocking(False)
+        asyncio.get_running_loop().add_reader(sock.fileno(), self._on_readable)
+        self._sock = sock
+        return self
+
+    def _on_readable(self) -> None:
+        assert self._sock is not None
+        try:
+            data = self._sock.recv(4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            asyncio.get_running_loop().remove_reader(self._sock.fileno())
+            self._lost.set()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._sock is not None:
+            asyncio.get_running_loop().remove_reader(self._sock.fileno())
+            self._sock.close()
 
 
 async def _portal(address: str | None) -> PortalBus | None:

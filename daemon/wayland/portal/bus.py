@@ -124,8 +124,9 @@ class PortalBus:
         *,
         timeout_s: float = DIALOG_TIMEOUT_S,
     ) -> dict[str, Any]:
-        """Call a method whose last argument is its options and whose answer comes as a
-        Request ``Response``; the results, or PortalError when refused or cancelled."""
+        """Call a method whose last argument is its options (``signature`` names the ones
+        before it) and whose answer comes as a Request ``Response``; the results, or
+        PortalError when refused or cancelled."""
         token = self.token()
         sender = (self.bus.unique_name or "").lstrip(":").replace(".", "_")
         handle = f"{PATH}/request/{sender}/{token}"
@@ -138,7 +139,7 @@ class PortalBus:
         await self.subscribe(REQUEST, "Response", on_response, path=handle)
         try:
             options = {**options, "handle_token": Variant("s", token)}
-            await self.call(interface, member, signature, [*body, options])
+            await self.call(interface, member, signature + "a{sv}", [*body, options])
             code, results = await asyncio.wait_for(answer, timeout_s)
         except TimeoutError as exc:
             raise PortalError(f"{interface}.{member}: no answer from the portal") from exc
@@ -197,6 +198,6 @@ def unwrap(value: Any) -> Any:
         return unwrap(value.value)
     if isinstance(value, dict):
         return {key: unwrap(item) for key, item in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return [unwrap(item) for item in value]
     return value

@@ -69,7 +69,7 @@ class RemoteSession:
         results = await portal.request(
             REMOTE,
             "CreateSession",
-            "a{sv}",
+            "",
             [],
             {"session_handle_token": Variant("s", portal.token())},
         )

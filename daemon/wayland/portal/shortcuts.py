@@ -85,7 +85,7 @@ class PortalHotkeys:
         results = await self._portal.request(
             INTERFACE,
             "CreateSession",
-            "a{sv}",
+            "",
             [],
             {"session_handle_token": Variant("s", self._portal.token())},
         )
