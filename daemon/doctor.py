@@ -41,12 +41,16 @@ async def diagnose(
     findings = [_config_file(config_path)]
     enabled = [backend for backend in settings.backends if backend.enabled]
     findings += await asyncio.gather(*(_backend(b, environ) for b in enabled))
-    findings += [
-        _routing(settings),
-        _keyring(),
-        _display(environ),
-        _accessibility(settings),
-    ]
+    findings += [_routing(settings), _keyring()]
+    from anyfill.daemon.wayland.session import is_wayland
+
+    if sys.platform.startswith("linux") and is_wayland(environ):
+        from anyfill.daemon.wayland.report import wayland_report
+
+        findings += [Finding(*line) for line in await wayland_report(environ)]
+    else:
+        findings.append(_display(environ))
+    findings.append(_accessibility(settings))
     return findings
 
 

@@ -33,9 +33,9 @@ from anyfill.daemon.wayland.portal.remote import PortalClipboard, PortalKeys, Re
 from anyfill.daemon.wayland.portal.shortcuts import PortalHotkeys
 from anyfill.daemon.wayland.session import (
     compositor,
+    display_path,
     has_data_control,
     has_virtual_keyboard,
-    runtime_dir,
 )
 
 log = logging.getLogger("anyfill.wayland")
@@ -182,8 +182,7 @@ class DisplayLink:
     start means no Wayland display; closed later means the session ended (``lost``)."""
 
     def __init__(self, environ: Mapping[str, str], lost: asyncio.Event) -> None:
-        name = environ.get("WAYLAND_DISPLAY", "") or "wayland-0"
-        self.path = Path(name) if name.startswith("/") else runtime_dir(environ) / name
+        self.path = display_path(environ)
         self._lost = lost
         self._sock: socket.socket | None = None
 

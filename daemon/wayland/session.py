@@ -50,3 +50,10 @@ def has_virtual_keyboard(kind: Compositor) -> bool:
 def runtime_dir(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     return Path(env.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}")
+
+
+def display_path(environ: Mapping[str, str] | None = None) -> Path:
+    """The compositor's socket: ``WAYLAND_DISPLAY`` as a path, or a name in the runtime dir."""
+    env = os.environ if environ is None else environ
+    name = env.get("WAYLAND_DISPLAY", "") or "wayland-0"
+    return Path(name) if name.startswith("/") else runtime_dir(env) / name

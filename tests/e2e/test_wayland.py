@@ -16,6 +16,7 @@ import itertools
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -204,3 +205,24 @@ def test_focus_moved_before_the_answer_inserts_nothing(
 
 def _with_mark(saved: str) -> str:
     return saved if "|" in saved else ""
+
+
+def test_doctor_names_the_route_of_each_step(wl: WaylandSession, tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[[backends]]\nname = "x"\ntype = "llamacpp"\nurl = "http://127.0.0.1:9"\n'
+        '[routing]\ndefault = ["x"]\n'
+    )
+    out = wl.run(
+        sys.executable, "-m", "anyfill.daemon.cli", "--config", str(config), "doctor", check=False
+    )
+    lines = {line.split()[1]: line for line in out.splitlines() if len(line.split()) > 1}
+    assert "desktop" in lines, out
+    assert lines["desktop"].startswith("ok")
+    assert "Wayland session (sway)" in lines["desktop"]
+    assert lines["hotkeys"].startswith("warn")
+    assert "anyfill trigger complete" in lines["hotkeys"]
+    assert "AT-SPI EditableText" in lines["insertion"]
+    assert "data-control (wl-clipboard)" in lines["clipboard"]
+    assert "virtual keyboard (wtype)" in lines["keys"]
+    assert "sway IPC" in lines["focus"]
