@@ -38,7 +38,8 @@ class Inserter:
 
         guard()
         direct = self._desktop.direct
-        if direct is not None and await direct.insert(text, target, focus):
+        # An app rule asking for typed keys is taken at its word.
+        if direct is not None and app.mode != "type" and await direct.insert(text, target, focus):
             return direct.name
         method, why = choose(app.mode, text, self._config.type_max_chars)
         if method == "type":

@@ -22,6 +22,7 @@ from anyfill.daemon.capture.accessibility import (
 )
 from anyfill.daemon.desktop import Target
 from anyfill.daemon.errors import InsertError, SecureField
+from anyfill.daemon.wayland.compositor import process_name
 
 log = logging.getLogger("anyfill.wayland.atspi")
 
@@ -153,6 +154,7 @@ class AtspiFocus:
                         return Target(
                             window_id=(pid << 16) | position,
                             app=str(app.get_name() or ""),
+                            process=process_name(pid),
                             title=str(window.get_name() or ""),
                             pid=pid,
                         )

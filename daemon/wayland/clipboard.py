@@ -31,6 +31,7 @@ log = logging.getLogger("anyfill.wayland.clipboard")
 
 SETTLE_S = 0.3
 SNAPSHOT_TIMEOUT_S = 1.0
+COPY_TIMEOUT_S = 2.0
 _TEXT = ("text/plain;charset=utf-8", "UTF8_STRING", "text/plain", "TEXT", "STRING")
 
 
@@ -168,7 +169,8 @@ def _flag(which: Which) -> list[str]:
 
 async def _copy(which: Which, mime: str, data: bytes) -> None:
     """wl-copy returns once the compositor made it the owner; its server stays behind
-    (its own session), so a restored clipboard outlives the daemon."""
+    (its own session), so a restored clipboard outlives the daemon. The server inherits
+    our end of any pipe, so its output goes nowhere: a pipe would never reach its end."""
     process = await asyncio.create_subprocess_exec(
         "wl-copy",
         *_flag(which),
@@ -176,12 +178,22 @@ async def _copy(which: Which, mime: str, data: bytes) -> None:
         mime,
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    _, err = await process.communicate(data)
-    if process.returncode != 0:
-        raise InsertError(f"wl-copy failed: {err.decode(errors='replace').strip()}")
+    assert process.stdin is not None
+    process.stdin.write(data)
+    await process.stdin.drain()
+    process.stdin.close()
+    try:
+        async with asyncio.timeout(COPY_TIMEOUT_S):
+            code = await process.wait()
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise InsertError("wl-copy did not take the clipboard in time") from None
+    if code != 0:
+        raise InsertError(f"wl-copy failed with status {code}")
 
 
 async def _list_types(which: Which) -> list[str]:

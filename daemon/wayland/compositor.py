@@ -53,7 +53,7 @@ class SwayFocus:
         return Target(
             window_id=int(node["id"]),
             app=str(app),
-            process=_process_name(pid),
+            process=process_name(pid),
             title=str(node.get("name") or ""),
             pid=int(pid) if isinstance(pid, int) and pid > 0 else None,
         )
@@ -98,7 +98,7 @@ class HyprlandFocus:
         return Target(
             window_id=int(address, 16),
             app=str(window.get("class") or ""),
-            process=_process_name(pid),
+            process=process_name(pid),
             title=str(window.get("title") or ""),
             pid=int(pid) if isinstance(pid, int) and pid > 0 else None,
         )
@@ -133,7 +133,7 @@ def _read_exact(sock: socket.socket, size: int) -> bytes:
     return bytes(data)
 
 
-def _process_name(pid: object) -> str:
+def process_name(pid: object) -> str:
     if not isinstance(pid, int) or pid <= 0:
         return ""
     try:

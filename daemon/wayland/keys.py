@@ -89,7 +89,7 @@ class NoKeys:
         raise InsertError(f"cannot send {chord}: {self.reason}")
 
     async def type_text(self, text: str) -> bool:
-        return False
+        raise InsertError(f"cannot type: {self.reason}")
 
     async def wait_released(self, timeout_s: float) -> bool:
         return True

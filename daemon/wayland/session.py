@@ -24,11 +24,11 @@ def is_wayland(environ: Mapping[str, str] | None = None) -> bool:
 
 def compositor(environ: Mapping[str, str] | None = None) -> Compositor:
     env = os.environ if environ is None else environ
-    if env.get("SWAYSOCK"):
-        return "sway"
-    if env.get("HYPRLAND_INSTANCE_SIGNATURE"):
-        return "hyprland"
     desktops = env.get("XDG_CURRENT_DESKTOP", "").lower().split(":")
+    if env.get("SWAYSOCK") or "sway" in desktops:
+        return "sway"
+    if env.get("HYPRLAND_INSTANCE_SIGNATURE") or "hyprland" in desktops:
+        return "hyprland"
     if "kde" in desktops:
         return "kde"
     if "gnome" in desktops:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -55,13 +55,34 @@ CASES = {
 @pytest.fixture(scope="module")
 def wl() -> Iterator[WaylandSession]:
     trigger = f"{sys.executable} -m anyfill.daemon.launcher trigger complete"
-    with WaylandSession.start(f"bindsym {BINDING} exec {trigger}\n") as session:
+    with WaylandSession.start(f"bindsym --release {BINDING} exec {trigger}\n") as session:
         yield session
 
 
 @pytest.fixture(scope="module")
 def wl_daemon(wl: WaylandSession, llama: tuple[LlamaCpp, LoopbackServer]) -> Iterator[Daemon]:
     process = Daemon(wl, daemon_config(llama[1].url), "anyfill-wl", runtime_dir=wl.run_dir)  # type: ignore[arg-type]
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def typing_daemon(wl: WaylandSession, llama: tuple[LlamaCpp, LoopbackServer]) -> Iterator[Daemon]:
+    """A daemon told to type into mousepad, in a session without compositor IPC (the
+    focus guard then asks AT-SPI, as on GNOME and KDE)."""
+    env = {k: v for k, v in wl.env.items() if k != "SWAYSOCK"}
+    rule = '[[insert.apps]]\nmatch = "^mousepad$"\nmode = "type"\n'
+    process = Daemon(replace(wl, env=env), daemon_config(llama[1].url, rule), "anyfill-typing")  # type: ignore[arg-type]
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def clipboard_daemon(
+    wl: WaylandSession, llama: tuple[LlamaCpp, LoopbackServer]
+) -> Iterator[Daemon]:
+    rule = '[[insert.apps]]\nmatch = "^mousepad$"\ncapture = ["clipboard"]\n'
+    process = Daemon(wl, daemon_config(llama[1].url, rule), "anyfill-clip")  # type: ignore[arg-type]
     yield process
     process.stop()
 
@@ -76,6 +97,11 @@ def editors(wl: WaylandSession) -> Iterator[list[Editor]]:
 
 def infill(server: LoopbackServer) -> list[RecordedRequest]:
     return [request for request in server.requests if request.path == "/infill"]
+
+
+def answer(llama: tuple[LlamaCpp, LoopbackServer], reply: Reply) -> None:
+    llama[0].queue.clear()
+    llama[0].push(reply)
 
 
 def trigger(daemon: Daemon) -> Outcome:
@@ -151,7 +177,8 @@ def test_sway_key_binding_runs_the_trigger(
     llama: tuple[LlamaCpp, LoopbackServer],
     editors: list[Editor],
 ) -> None:
-    """sway runs ``anyfill trigger complete`` from its binding; the chord is pressed on
+    """sway runs ``anyfill trigger complete`` from its binding (on release, as the docs
+    advise); the chord is pressed on
     sway's virtual keyboard (wtype), which sway's binding code sees like a real one."""
     editor, text, caret = prepare(wl, editors, CASES["mid_line"])
     responder, _ = llama
@@ -226,3 +253,71 @@ def test_doctor_names_the_route_of_each_step(wl: WaylandSession, tmp_path: Path)
     assert "data-control (wl-clipboard)" in lines["clipboard"]
     assert "virtual keyboard (wtype)" in lines["keys"]
     assert "sway IPC" in lines["focus"]
+
+
+def test_type_mode_types_on_the_virtual_keyboard_guarded_by_atspi_focus(
+    wl: WaylandSession,
+    typing_daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+    editors: list[Editor],
+) -> None:
+    log = typing_daemon.log()
+    assert "wayland focus guard: AT-SPI" in log
+    editor, text, caret = prepare(wl, editors, CASES["mid_line"])
+    answer(llama, Reply(text="typed "))
+
+    outcome = trigger(typing_daemon)
+
+    assert (outcome.status, outcome.method, outcome.capture) == (
+        "inserted",
+        "type",
+        "accessibility",
+    ), outcome
+    assert editor.save() == text[:caret] + "typed " + text[caret:]
+    assert wl.get_clipboard() == USER_CLIP
+
+
+def test_atspi_focus_guard_keeps_the_completion_when_the_window_changes(
+    wl: WaylandSession,
+    typing_daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+    editors: list[Editor],
+) -> None:
+    first, _, _ = prepare(wl, editors, CASES["mid_line"])
+    second = open_mousepad(wl, "other window\n", 1, 5, window=2)
+    editors.append(second)
+    wl.focus(first.con_id)
+    answer(llama, Reply(text="never ", delay_s=0.6))
+    count = len(typing_daemon.outcomes())
+    before = len(infill(llama[1]))
+
+    code, out = typing_daemon.cli("trigger", "complete")
+    assert code == 0, out
+    wait_until(lambda: len(infill(llama[1])) > before, 5, "the request to reach the backend")
+    wl.focus(second.con_id)
+    outcome = typing_daemon.wait_outcome(count + 1)
+
+    changed = (first.modified(), second.modified())
+    ok = FIGURES["R2 nothing inserted after a focus change"].check(
+        outcome.status == "kept" and changed == (False, False)
+    )
+    assert ok, (outcome, changed)
+
+
+def test_clipboard_mode_completes_the_copied_text(
+    wl: WaylandSession,
+    clipboard_daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+    editors: list[Editor],
+) -> None:
+    """Clipboard mode as on X11: the user copies text holding the cursor marker; the
+    completed text replaces it on the clipboard (read with pyperclip, set by wl-copy)."""
+    editor, _, _ = prepare(wl, editors, CASES["line_end"])
+    wl.set_clipboard("Grüße, <|cursor|>!\nbye")
+    answer(llama, Reply(text="Köln"))
+
+    outcome = trigger(clipboard_daemon)
+
+    assert (outcome.status, outcome.capture) == ("clipboard", "clipboard"), outcome
+    assert wl.get_clipboard() == "Grüße, Köln!\nbye"
+    assert not editor.modified()

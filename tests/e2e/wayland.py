@@ -117,7 +117,8 @@ class WaylandSession:
         self.env = {
             **base,
             "DBUS_SESSION_BUS_ADDRESS": address,
-            "WAYLAND_DISPLAY": display,
+            # A path, so that clients with another XDG_RUNTIME_DIR find it too.
+            "WAYLAND_DISPLAY": str(self.run_dir / display),
             "SWAYSOCK": swaysock,
             "XDG_SESSION_TYPE": "wayland",
             "XDG_CURRENT_DESKTOP": "sway",
