@@ -12,7 +12,9 @@ One sway, one bus, one daemon per module: start-up is paid once.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -20,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from anyfill.daemon.desktop import ClipSnapshot
+from anyfill.daemon.wayland.clipboard import WlClipboard
 from tests.e2e.conftest import FIGURES, REPEAT
 from tests.e2e.harness import Daemon, Outcome, daemon_config, wait_until
 from tests.e2e.wayland import UNUSABLE, Editor, WaylandSession, open_mousepad
@@ -321,3 +325,40 @@ def test_clipboard_mode_completes_the_copied_text(
     assert (outcome.status, outcome.capture) == ("clipboard", "clipboard"), outcome
     assert wl.get_clipboard() == "Grüße, Köln!\nbye"
     assert not editor.modified()
+
+
+async def test_data_control_clipboard_snapshot_restore_and_takeover(
+    wl: WaylandSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The clipboard port the paste route uses, against sway's real data-control: an image
+    comes back byte for byte, text through pyperclip, and another program's copy made while
+    we own the clipboard is seen (so a paste never restores over it)."""
+    for key in ("WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS"):
+        monkeypatch.setenv(key, wl.env[key])
+    monkeypatch.delenv("DISPLAY", raising=False)
+    image = bytes(range(256)) * 40
+    wl.run("wl-copy", "--type", "image/png", data=image)
+    async with WlClipboard() as clipboard:
+        saved = await clipboard.snapshot("clipboard")
+        assert saved.items["image/png"][2] == image
+
+        offer = await clipboard.offer("clipboard", ClipSnapshot.from_text("middle ✓"))
+        assert await clipboard.read_text("clipboard", 2.0) == "middle ✓"
+        assert not offer.lost.is_set()
+        await clipboard.restore("clipboard", saved)
+        pasted = await asyncio.to_thread(
+            subprocess.run,
+            ["wl-paste", "--type", "image/png"],
+            env=wl.env,
+            capture_output=True,
+            check=True,
+        )
+        assert pasted.stdout == image
+
+        taken = await clipboard.offer("clipboard", ClipSnapshot.from_text("ours"))
+        await asyncio.to_thread(wl.set_clipboard, "the user copied this")
+        for _ in range(200):
+            if taken.lost.is_set():
+                break
+            await asyncio.sleep(0.01)
+        assert taken.lost.is_set()

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import socket
 import stat
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from anyfill.daemon.desktop import ClipSnapshot, Desktop
+from anyfill.daemon.errors import DesktopUnavailable
 from anyfill.daemon.hotkeys import Action, bindings_from
 from anyfill.daemon.inject.paste import paste
+from anyfill.daemon.wayland.desktop import WaylandDesktop
 from anyfill.daemon.wayland.portal import shortcuts as shortcuts_module
 from anyfill.daemon.wayland.portal.bus import PortalBus
 from anyfill.daemon.wayland.portal.remote import PortalClipboard, PortalKeys, RemoteSession
@@ -200,3 +203,52 @@ class _Recorder(list[tuple[int, int]]):
     def append(self, event: tuple[int, int]) -> None:
         super().append(event)
         self._on_append(event)  # type: ignore[operator]
+
+
+@pytest.fixture
+def display(tmp_path: Path) -> Iterator[Path]:
+    """A listening socket where the compositor's would be (only connected to, never spoken
+    to, by the desktop's display link)."""
+    path = tmp_path / "wayland-test"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+    yield path
+    server.close()
+
+
+async def test_gnome_session_takes_every_route_through_the_portals(
+    address: str, display: Path, tmp_path: Path
+) -> None:
+    """GNOME: no data-control, no virtual keyboard, no compositor IPC. Hotkeys, keys and the
+    clipboard all go through the portals; pressing the portal shortcut reaches the daemon."""
+    environ = {
+        "WAYLAND_DISPLAY": str(display),
+        "XDG_SESSION_TYPE": "wayland",
+        "XDG_CURRENT_DESKTOP": "GNOME",
+        "XDG_RUNTIME_DIR": str(tmp_path),
+    }
+    pressed: list[Action] = []
+    async with serve_portal(address) as portal:
+        wayland = WaylandDesktop(
+            BINDINGS, pressed.append, environ, portal_address=address, token_path=tmp_path / "t"
+        )
+        async with wayland as desktop:
+            routes = dict(wayland.routes.lines())
+            assert routes["hotkeys"].startswith("GlobalShortcuts portal")
+            assert routes["keys"].startswith("RemoteDesktop portal")
+            assert routes["clipboard"].startswith("Clipboard portal")
+            assert portal.dialogs == 0  # nothing asked before a paste needs it
+            portal.activate("preview")
+            await _until(lambda: pressed == ["preview"], "the portal shortcut")
+            await desktop.keys.press("<shift>+<insert>")
+            assert portal.keys == [(0xFFE1, 1), (0xFF63, 1), (0xFF63, 0), (0xFFE1, 0)]
+            assert portal.dialogs == 1
+            assert not desktop.lost.is_set()
+
+
+async def test_missing_display_is_a_clear_error(tmp_path: Path) -> None:
+    environ = {"WAYLAND_DISPLAY": str(tmp_path / "gone"), "XDG_SESSION_TYPE": "wayland"}
+    with pytest.raises(DesktopUnavailable, match="no Wayland display: cannot connect to"):
+        async with WaylandDesktop(BINDINGS, lambda action: None, environ):
+            pass
