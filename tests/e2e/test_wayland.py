@@ -25,7 +25,7 @@ import pytest
 from anyfill.daemon.desktop import ClipSnapshot
 from anyfill.daemon.wayland.clipboard import WlClipboard
 from tests.e2e.conftest import FIGURES, REPEAT
-from tests.e2e.harness import Daemon, Outcome, daemon_config, wait_until
+from tests.e2e.harness import Daemon, Outcome, QtTarget, daemon_config, wait_until
 from tests.e2e.wayland import UNUSABLE, Editor, WaylandSession, open_mousepad
 from tests.servers.http import LoopbackServer, RecordedRequest
 from tests.servers.llamacpp import LlamaCpp
@@ -77,6 +77,15 @@ def typing_daemon(wl: WaylandSession, llama: tuple[LlamaCpp, LoopbackServer]) ->
     env = {k: v for k, v in wl.env.items() if k != "SWAYSOCK"}
     rule = '[[insert.apps]]\nmatch = "^mousepad$"\nmode = "type"\n'
     process = Daemon(replace(wl, env=env), daemon_config(llama[1].url, rule), "anyfill-typing")  # type: ignore[arg-type]
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def paste_daemon(wl: WaylandSession, llama: tuple[LlamaCpp, LoopbackServer]) -> Iterator[Daemon]:
+    """A daemon told to type into our Qt editor (so AT-SPI insertion is not used there)."""
+    rule = '[[insert.apps]]\nmatch = "^python"\nmode = "type"\n'
+    process = Daemon(wl, daemon_config(llama[1].url, rule), "anyfill-paste")  # type: ignore[arg-type]
     yield process
     process.stop()
 
@@ -362,3 +371,60 @@ async def test_data_control_clipboard_snapshot_restore_and_takeover(
                 break
             await asyncio.sleep(0.01)
         assert taken.lost.is_set()
+
+
+def test_trigger_completes_in_a_native_wayland_qt_editor(
+    wl: WaylandSession, wl_daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    """Qt (QPlainTextEdit, our target app) on Qt's own Wayland platform plugin: AT-SPI
+    insertion there too; the app reports its text and caret itself."""
+    known = {n.get("id") for n in wl.windows()}
+    target = QtTarget(wl, "anyfill-wl-qt")  # type: ignore[arg-type]
+    try:
+        wait_until(lambda: wl.focused_window().get("id") not in known | {None}, 20, "the Qt window")
+        target.set("Hello world ✓", 6)
+        wl.set_clipboard(USER_CLIP)
+        answer(llama, Reply(text="big "))
+
+        outcome = trigger(wl_daemon)
+
+        # Qt builds its accessibility tree on the first query, which can outlast the
+        # capture's AT-SPI budget on a busy machine: the keyboard capture (wtype's chords
+        # do reach Qt) then reads the text instead. Insertion is AT-SPI either way.
+        assert (outcome.status, outcome.method) == ("inserted", "accessibility"), outcome
+        assert outcome.capture in ("accessibility", "keyboard")
+        state = target.state()
+        assert (state["text"], state["caret"]) == ("Hello big world ✓", 10)
+        assert wl.get_clipboard() == USER_CLIP
+    finally:
+        target.close()
+
+
+@pytest.mark.parametrize("rep", range(REPEAT))
+def test_paste_route_in_a_native_wayland_qt_editor(
+    rep: int,
+    wl: WaylandSession,
+    paste_daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+) -> None:
+    """The route where AT-SPI insertion is not used: the completion goes on the clipboard
+    (data-control, wl-copy), Ctrl+V goes out on the virtual keyboard (wtype), and the
+    user's clipboard is put back. Typing is asked for, but non-ASCII text is pasted. Qt
+    takes wtype's chords (GTK here does not; see docs/wayland.md)."""
+    known = {n.get("id") for n in wl.windows()}
+    target = QtTarget(wl, "anyfill-wl-qt-paste")  # type: ignore[arg-type]
+    try:
+        wait_until(lambda: wl.focused_window().get("id") not in known | {None}, 20, "the Qt window")
+        target.set("Grüße aus Köln", 6)
+        wl.set_clipboard(USER_CLIP)
+        answer(llama, Reply(text="schöne ✓ "))
+
+        outcome = trigger(paste_daemon)
+
+        assert (outcome.status, outcome.method) == ("inserted", "paste"), outcome
+        state = target.state()
+        assert (state["text"], state["caret"]) == ("Grüße schöne ✓ aus Köln", 15)
+        restored = FIGURES["R1 user clipboard restored"].check(wl.get_clipboard() == USER_CLIP)
+        assert restored, wl.get_clipboard()
+    finally:
+        target.close()

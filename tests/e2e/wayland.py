@@ -124,6 +124,7 @@ class WaylandSession:
             "XDG_CURRENT_DESKTOP": "sway",
             "GDK_BACKEND": "wayland",
             "QT_QPA_PLATFORM": "wayland",
+            "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1",
         }
         # A seat needs a keyboard before a window gets keyboard focus: an idle virtual one.
         self.spawn(["wtype", "-s", "100000000"], "wtype-idle.log")
