@@ -27,7 +27,8 @@ from anyfill.daemon.wayland.compositor import process_name
 log = logging.getLogger("anyfill.wayland.atspi")
 
 LOCK = threading.Lock()
-TIMEOUT_S = 0.5
+TIMEOUT_S = 1.5
+"""Generous: an insertion that times out leaves it unknown whether the text landed."""
 RETRY_S = 300.0
 """An application whose text field refused EditableText is pasted into for this long
 before AT-SPI is tried again (the choice is cached per application)."""

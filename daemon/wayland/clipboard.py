@@ -49,7 +49,6 @@ class WlClipboard:
         self._ours: dict[Which, _Ours] = {}
         self._watchers: list[asyncio.subprocess.Process] = []
         self._tasks: list[asyncio.Task[None]] = []
-        self._primary = True
 
     async def __aenter__(self) -> WlClipboard:
         missing = [tool for tool in ("wl-copy", "wl-paste") if shutil.which(tool) is None]
@@ -98,8 +97,6 @@ class WlClipboard:
             if now != ours.data:
                 log.debug("%s taken by another program", which)
                 ours.offer.lost.set()
-        if which == "primary":
-            self._primary = False  # no primary selection in this compositor
 
     async def snapshot(self, which: Which) -> ClipSnapshot:
         types = await _list_types(which)
