@@ -20,7 +20,10 @@ Standard library only: the client imports this on every shortcut press.
 from __future__ import annotations
 
 import json
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~5 ms a press)
+if TYPE_CHECKING:
+    from typing import Any
 
 VERSION = 1
 MAX_LINE = 64 * 1024

@@ -204,7 +204,7 @@ class ControlServer:
         """The answer line to one request line (public for tests and in-process callers)."""
         try:
             message = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, too deep, huge ints
             return protocol.error(protocol.BAD_JSON, f"the request is not a JSON line: {exc}")
         if not isinstance(message, dict):
             return protocol.error(protocol.BAD_REQUEST, "the request must be a JSON object")
