@@ -105,6 +105,7 @@ class WaylandDesktop:
         self._token_path = token_path
         self._stack = AsyncExitStack()
         self.routes = Routes(compositor(self._env))
+        self.hotkeys: PortalHotkeys | None = None
 
     async def __aenter__(self) -> Desktop:
         async with AsyncExitStack() as stack:
@@ -121,13 +122,10 @@ class WaylandDesktop:
         if portal is not None:
             stack.callback(portal.close)
             if await PortalHotkeys.available(portal):
-                try:
-                    await stack.enter_async_context(
-                        PortalHotkeys(portal, self._bindings, self._on_trigger)
-                    )
-                    routes.hotkeys = "GlobalShortcuts portal (and anyfill trigger)"
-                except PortalError as exc:
-                    log.warning("global shortcuts through the portal failed: %s", exc)
+                self.hotkeys = await stack.enter_async_context(
+                    PortalHotkeys(portal, self._bindings, self._on_trigger)
+                )
+                routes.hotkeys = "GlobalShortcuts portal (and anyfill trigger)"
         remote = None
         if portal is not None and await RemoteSession.available(portal):
             remote = RemoteSession(portal, self._token_path)

@@ -52,8 +52,11 @@ class PortalHotkeys:
         self._on_trigger = on_trigger
         self._session = ""
         self._renew: asyncio.Task[None] | None = None
+        self._binding: asyncio.Task[None] | None = None
         self.triggers: dict[str, str] = {}
         """Shortcut id -> how the desktop says it is triggered (after binding)."""
+        self.bound = asyncio.Event()
+        """Set once the shortcuts are bound (the desktop may first ask the user)."""
 
     @staticmethod
     async def available(portal: PortalBus) -> bool:
@@ -61,8 +64,16 @@ class PortalHotkeys:
 
     async def __aenter__(self) -> PortalHotkeys:
         await self._portal.subscribe(INTERFACE, "Activated", self._on_activated)
-        await self._open()
+        # Binding may wait for the user to answer the desktop's dialog: the daemon (and
+        # `anyfill trigger`) work meanwhile.
+        self._binding = asyncio.get_running_loop().create_task(self._first_bind())
         return self
+
+    async def _first_bind(self) -> None:
+        try:
+            await self._open()
+        except PortalError as exc:
+            log.warning("global shortcuts through the portal failed: %s", exc)
 
     async def __aexit__(
         self,
@@ -70,8 +81,9 @@ class PortalHotkeys:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._renew is not None:
-            self._renew.cancel()
+        for task in (self._renew, self._binding):
+            if task is not None:
+                task.cancel()
         await self._portal.unsubscribe(INTERFACE, "Activated", self._on_activated)
         if self._session:
             await self._portal.unsubscribe(SESSION, "Closed", self._on_closed, path=self._session)
@@ -95,6 +107,7 @@ class PortalHotkeys:
         if set(listed) >= set(self._bindings):
             self.triggers = listed
             log.info("global shortcuts already bound: %s", _describe(listed))
+            self.bound.set()
             return
         shortcuts = [
             [
@@ -115,6 +128,7 @@ class PortalHotkeys:
         )
         self.triggers = _triggers(results.get("shortcuts", []))
         log.info("global shortcuts bound through the portal: %s", _describe(self.triggers))
+        self.bound.set()
 
     async def _list(self) -> dict[str, str]:
         try:

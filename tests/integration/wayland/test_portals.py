@@ -60,6 +60,7 @@ async def test_bound_shortcut_triggers_the_action(address: str) -> None:
     async with serve_portal(address) as portal:
         client = await _client(address)
         async with PortalHotkeys(client, BINDINGS, pressed.append) as hotkeys:
+            await asyncio.wait_for(hotkeys.bound.wait(), 5)
             (session,) = portal.sessions.values()
             assert session.shortcuts["complete"]["preferred_trigger"] == "CTRL+ALT+space"
             assert set(session.shortcuts) == {"complete", "preview", "cancel"}
@@ -75,6 +76,7 @@ async def test_gnome_empty_list_binds_again_and_a_full_list_does_not(address: st
     async with serve_portal(address, list_returns_nothing=True) as portal:
         client = await _client(address)
         async with PortalHotkeys(client, BINDINGS, lambda action: None) as hotkeys:
+            await asyncio.wait_for(hotkeys.bound.wait(), 5)
             assert set(hotkeys.triggers) == {"complete", "preview", "cancel"}
             (session,) = portal.sessions.values()
             assert session.shortcuts  # bound despite the empty list
@@ -88,7 +90,8 @@ async def test_closed_session_is_recreated_and_keeps_working(
     pressed: list[Action] = []
     async with serve_portal(address) as portal:
         client = await _client(address)
-        async with PortalHotkeys(client, BINDINGS, pressed.append):
+        async with PortalHotkeys(client, BINDINGS, pressed.append) as hotkeys:
+            await asyncio.wait_for(hotkeys.bound.wait(), 5)
             (first,) = list(portal.sessions)
             portal.close_session(first)
             await _until(lambda: len(portal.sessions) == 1, "a new session")
@@ -239,6 +242,8 @@ async def test_gnome_session_takes_every_route_through_the_portals(
             assert routes["keys"].startswith("RemoteDesktop portal")
             assert routes["clipboard"].startswith("Clipboard portal")
             assert portal.dialogs == 0  # nothing asked before a paste needs it
+            assert wayland.hotkeys is not None
+            await asyncio.wait_for(wayland.hotkeys.bound.wait(), 5)
             portal.activate("preview")
             await _until(lambda: pressed == ["preview"], "the portal shortcut")
             await desktop.keys.press("<shift>+<insert>")
