@@ -83,8 +83,9 @@ def typing_daemon(wl: WaylandSession, llama: tuple[LlamaCpp, LoopbackServer]) ->
 
 @pytest.fixture(scope="module")
 def paste_daemon(wl: WaylandSession, llama: tuple[LlamaCpp, LoopbackServer]) -> Iterator[Daemon]:
-    """A daemon told to type into our Qt editor (so AT-SPI insertion is not used there)."""
-    rule = '[[insert.apps]]\nmatch = "^python"\nmode = "type"\n'
+    """A daemon told to type into our Qt editor and to read it by keyboard selection: the
+    routes where AT-SPI is not used."""
+    rule = '[[insert.apps]]\nmatch = "^python"\nmode = "type"\ncapture = ["keyboard"]\n'
     process = Daemon(wl, daemon_config(llama[1].url, rule), "anyfill-paste")  # type: ignore[arg-type]
     yield process
     process.stop()
@@ -407,24 +408,38 @@ def test_paste_route_in_a_native_wayland_qt_editor(
     paste_daemon: Daemon,
     llama: tuple[LlamaCpp, LoopbackServer],
 ) -> None:
-    """The route where AT-SPI insertion is not used: the completion goes on the clipboard
-    (data-control, wl-copy), Ctrl+V goes out on the virtual keyboard (wtype), and the
-    user's clipboard is put back. Typing is asked for, but non-ASCII text is pasted. Qt
-    takes wtype's chords (GTK here does not; see docs/wayland.md)."""
+    """The routes where AT-SPI is not used. Capture: Shift+Home/End and Ctrl+C on the
+    virtual keyboard (wtype), read through data-control. Insertion: the completion goes on
+    the clipboard (wl-copy), Ctrl+V goes out on the virtual keyboard, and the user's
+    clipboard is put back. Typing is asked for, but non-ASCII text is pasted. Qt takes
+    wtype's chords (GTK here does not; see docs/wayland.md)."""
     known = {n.get("id") for n in wl.windows()}
     target = QtTarget(wl, "anyfill-wl-qt-paste")  # type: ignore[arg-type]
     try:
         wait_until(lambda: wl.focused_window().get("id") not in known | {None}, 20, "the Qt window")
         target.set("Grüße aus Köln", 6)
         wl.set_clipboard(USER_CLIP)
+        wl.set_clipboard("the user's primary selection", primary=True)
         answer(llama, Reply(text="schöne ✓ "))
+        before = len(infill(llama[1]))
 
         outcome = trigger(paste_daemon)
 
-        assert (outcome.status, outcome.method) == ("inserted", "paste"), outcome
+        assert (outcome.status, outcome.method, outcome.capture) == (
+            "inserted",
+            "paste",
+            "keyboard",
+        ), outcome
+        sent = infill(llama[1])[before].json()
+        assert (sent["input_prefix"], sent["input_suffix"]) == ("Grüße ", "aus Köln")
         state = target.state()
         assert (state["text"], state["caret"]) == ("Grüße schöne ✓ aus Köln", 15)
         restored = FIGURES["R1 user clipboard restored"].check(wl.get_clipboard() == USER_CLIP)
         assert restored, wl.get_clipboard()
+        primary = wl.get_clipboard(primary=True)
+        restored = FIGURES["R1 user PRIMARY restored"].check(
+            primary == "the user's primary selection"
+        )
+        assert restored, primary
     finally:
         target.close()

@@ -189,10 +189,12 @@ class WaylandSession:
         self.run("swaymsg", f"[con_id={con_id}] focus")
         wait_until(lambda: self.focused_window().get("id") == con_id, 5, f"focus on {con_id}")
 
-    def set_clipboard(self, text: str) -> None:
-        """Another program (wl-copy) owns the clipboard, like a user's copy elsewhere."""
+    def set_clipboard(self, text: str, *, primary: bool = False) -> None:
+        """Another program (wl-copy) owns the clipboard (or the primary selection), like a
+        user's copy elsewhere."""
+        flag = ["--primary"] if primary else []
         subprocess.run(
-            ["wl-copy"],
+            ["wl-copy", *flag],
             input=text.encode(),
             env=self.env,
             stdout=subprocess.DEVNULL,
@@ -200,12 +202,13 @@ class WaylandSession:
             timeout=5,
             check=True,
         )
-        wait_until(lambda: self.get_clipboard() == text, 3, "wl-copy to own the clipboard")
+        wait_until(lambda: self.get_clipboard(primary=primary) == text, 3, "wl-copy to own it")
 
-    def get_clipboard(self) -> str | None:
+    def get_clipboard(self, *, primary: bool = False) -> str | None:
+        flag = ["--primary"] if primary else []
         try:
             result = subprocess.run(
-                ["wl-paste", "--no-newline"],
+                ["wl-paste", *flag, "--no-newline"],
                 env=self.env,
                 capture_output=True,
                 timeout=5,
@@ -234,7 +237,9 @@ class WaylandSession:
         self._stop_session_leftovers()
 
     def _stop_session_leftovers(self) -> None:
-        """Activated services and wl-copy servers of this session, by pid."""
+        """Activated services and wl-copy servers of this session, by pid. They were
+        re-parented to us (the subreaper); only those pids are reaped, never a child some
+        other fixture still owns."""
         marker = f"XDG_RUNTIME_DIR={self.run_dir}\0".encode()
         deadline = time.monotonic() + 5
         for _ in range(3):
@@ -245,9 +250,9 @@ class WaylandSession:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)
             while time.monotonic() < deadline and any(_alive(pid) for pid in found):
-                _reap()
+                _reap(found)
                 time.sleep(0.05)
-        _reap()
+            _reap(found)
 
 
 def _pids() -> list[int]:
@@ -271,10 +276,10 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _reap() -> None:
-    with contextlib.suppress(ChildProcessError):
-        while os.waitpid(-1, os.WNOHANG)[0]:
-            pass
+def _reap(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 @dataclass
