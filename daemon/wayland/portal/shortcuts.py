@@ -142,11 +142,12 @@ class PortalHotkeys:
 
     def _on_activated(self, args: list[Any]) -> None:
         session, shortcut = str(args[0]), str(args[1])
-        if session != self._session or shortcut not in self._bindings:
+        if session != self._session:
             return
-        action: Action = shortcut  # type: ignore[assignment, unused-ignore]  # checked above
-        log.debug("portal shortcut %s activated", action)
-        self._on_trigger(action)
+        for action in self._bindings:
+            if action == shortcut:
+                log.debug("portal shortcut %s activated", action)
+                self._on_trigger(action)
 
     def _on_closed(self, args: list[Any]) -> None:
         if self._renew is None or self._renew.done():
