@@ -146,6 +146,9 @@ def test_the_daemon_chose_the_wayland_routes(wl_daemon: Daemon) -> None:
     assert "wayland clipboard: data-control (wl-clipboard)" in log
     assert "wayland keys: virtual keyboard (wtype)" in log
     assert "wayland focus guard: sway IPC" in log
+    code, out = wl_daemon.cli("status")
+    assert code == 0, out
+    assert ", wayland" in out
 
 
 @pytest.mark.parametrize("rep", range(REPEAT))
