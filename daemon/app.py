@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -47,10 +48,14 @@ CompleterFactory = Callable[[Settings, EventBus], Any]
 def open_desktop(
     settings: Settings, on_trigger: Callable[[Action], None]
 ) -> AbstractAsyncContextManager[Desktop]:
-    """The platform's desktop; only X11 is implemented so far."""
+    """The platform's desktop: native Wayland or X11 on Linux, chosen from the session."""
     bindings = bindings_from(
         settings.hotkeys.complete, settings.hotkeys.preview, settings.hotkeys.cancel
     )
+    if sys.platform.startswith("linux") and desktop_kind() == "wayland":
+        from anyfill.daemon.wayland.desktop import WaylandDesktop
+
+        return WaylandDesktop(bindings, on_trigger)
     if sys.platform.startswith("linux"):
         from anyfill.daemon.x11.desktop import X11Desktop
 
@@ -58,6 +63,12 @@ def open_desktop(
     raise DesktopUnavailable(
         f"the desktop path (hotkeys, capture, insertion) is not implemented on {sys.platform} yet"
     )
+
+
+def desktop_kind() -> str:
+    from anyfill.daemon.wayland.session import is_wayland
+
+    return "wayland" if is_wayland() else "x11"
 
 
 def capture_strategies(desktop: Desktop, settings: Settings) -> dict[CaptureStrategy, Strategy]:
@@ -135,6 +146,7 @@ async def serve_core(
         manager = completer_factory(settings, core.bus)
         async with manager as entered:
             completer: Completer = entered if entered is not None else manager
+            starting = _start_managed_servers(completer, settings)
             previewer = None
             if preview and desktop.preview_input is not None:
                 previewer = PreviewController(desktop, settings, core.bus)
@@ -151,7 +163,9 @@ async def serve_core(
                 fix = "choose another combination in [hotkeys], or quit the program holding it"
                 core.bus.publish(Problem(f"hotkey_taken:{problem}", problem, fix))
             pipelines.append(pipeline)
-            install_builtins(commands, DaemonControl(settings, pipeline, on_trigger, desktop="x11"))
+            install_builtins(
+                commands, DaemonControl(settings, pipeline, on_trigger, desktop=desktop_kind())
+            )
             core.install_commands(commands)
             await control.start_serving()
             freeze_startup_objects()
@@ -165,9 +179,22 @@ async def serve_core(
                 pipelines.clear()
                 core.attach(None, None)
                 await pipeline.aclose()
+                if starting is not None:
+                    starting.cancel()
             if desktop.lost.is_set() and not stop.is_set():
                 raise DesktopUnavailable("the connection to the display was lost")
     log.info("anyfill stopped")
+
+
+def _start_managed_servers(completer: object, settings: Settings) -> asyncio.Task[None] | None:
+    """Start the managed llama-servers in the background, so the first completion finds the
+    model loaded (the engine stops them when it closes)."""
+    backends = getattr(completer, "backends", None)
+    if not backends:
+        return None
+    from anyfill.daemon.managed.prestart import start_managed_servers
+
+    return asyncio.create_task(start_managed_servers(backends, settings), name="managed-start")
 
 
 def run_daemon(
@@ -188,9 +215,9 @@ def run_daemon(
     )
     if path:
         log.info("logging to %s", path)
-    if not headless and sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
-        # Neither Qt nor the X11 desktop path can open without a display: the core's own
-        # start says why in one line, rather than Qt aborting the process.
+    if not headless and sys.platform.startswith("linux") and not display_reachable():
+        # Qt aborts the process when it cannot connect to the display: without one, the
+        # core's own start says why in one line instead.
         headless = True
     if not headless:
         frontend = load_frontend("tray")
@@ -201,6 +228,33 @@ def run_daemon(
         log.warning("the tray is not installed (anyfill.ui); running headless")
     asyncio.run(_main(settings))
     return 0
+
+
+def display_reachable() -> bool:
+    """True when the display the desktop path uses answers a connection (Wayland: its
+    socket; X11: the X server), checked without Qt."""
+    if desktop_kind() == "wayland":
+        name = os.environ.get("WAYLAND_DISPLAY", "")
+        path = (
+            Path(name)
+            if name.startswith("/")
+            else Path(os.environ.get("XDG_RUNTIME_DIR", ""), name)
+        )
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(path))
+            except OSError:
+                return False
+        return True
+    if not os.environ.get("DISPLAY"):
+        return False
+    from Xlib import display, error
+
+    try:
+        display.Display().close()
+    except (error.DisplayError, OSError):
+        return False
+    return True
 
 
 def load_frontend(name: str) -> Callable[[Settings, Path], int] | None:

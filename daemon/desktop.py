@@ -173,6 +173,20 @@ class PreviewInput(Protocol):
         ...
 
 
+class DirectInsert(Protocol):
+    """Insertion that needs neither keys nor the clipboard (an accessibility API)."""
+
+    name: str
+
+    async def insert(self, text: str, target: Target, guard: Callable[[], None]) -> bool:
+        """Insert ``text`` at the caret of ``target`` and verify it landed by reading back.
+
+        False, with the document unchanged, where this target does not take it (the caller
+        then pastes). ``guard`` runs right before the change and may refuse by raising.
+        """
+        ...
+
+
 @dataclass(frozen=True)
 class Desktop:
     keys: Keys
@@ -185,3 +199,5 @@ class Desktop:
     problems: list[str] = field(default_factory=list)
     """What the user should fix that did not stop the desktop (a hotkey another program
     holds); the daemon announces each on the bus."""
+    direct: DirectInsert | None = None
+    """Tried before any paste where the platform has it (Wayland: AT-SPI EditableText)."""

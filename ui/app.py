@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QApplication
 
 from anyfill.config.model import Settings
+from anyfill.daemon.app import desktop_kind
 from anyfill.daemon.bus.status import (
     PressFinished,
     PreviewClosed,
@@ -159,9 +160,9 @@ class TrayApp(QObject):
 
 def run_tray(settings: Settings, config_path: Path) -> int:
     """Run the tray application until the user quits; the exit code."""
-    if os.environ.get("DISPLAY") and "QT_QPA_PLATFORM" not in os.environ:
-        # The desktop path is X11 (Xwayland apps in a Wayland session): the popup must be
-        # an X11 window too, or it cannot be placed at their caret.
+    if desktop_kind() == "x11" and "QT_QPA_PLATFORM" not in os.environ:
+        # The desktop path is X11 (also for Xwayland apps in a Wayland session): the popup
+        # must be an X11 window too, or it cannot be placed at their caret.
         os.environ["QT_QPA_PLATFORM"] = "xcb"
     app = QApplication.instance() or QApplication(["anyfill"])
     assert isinstance(app, QApplication)
