@@ -149,7 +149,7 @@ class Pipeline:
             theirs = captured.context.method != "keyboard" and (
                 desktop.clipboard.owned_by_program_of("primary", target.window_id)
             )
-            request = CompletionRequest(context=captured.context)
+            request = CompletionRequest(context=captured.context, backends=app.backends)
             self._request_id = request.id
             log.debug(
                 "request %s: prefix %s, suffix %s",
