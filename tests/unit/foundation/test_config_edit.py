@@ -109,7 +109,7 @@ def test_save_validates_before_writing_and_writes_atomically(tmp_path: Path) -> 
     # A settings object that the file could not hold is refused and nothing is written.
     broken = after.model_copy(deep=True)
     object.__setattr__(broken.routing, "default", ["nowhere"])
-    with pytest.raises(InvalidConfig, match="routing.default names unknown backend"):
+    with pytest.raises(InvalidConfig, match=r"routing\.default names unknown backend"):
         save_settings(path, after, broken)
     assert "nowhere" not in path.read_text()
     assert [p.name for p in tmp_path.iterdir()] == ["config.toml"]
