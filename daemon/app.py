@@ -15,11 +15,13 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from anyfill.config.model import CaptureStrategy, Settings
+from anyfill.daemon.bus import EventBus
 from anyfill.daemon.capture.accessibility import AccessibilityCapture
 from anyfill.daemon.capture.base import Strategy
 from anyfill.daemon.capture.clipboard_mode import ClipboardCapture
 from anyfill.daemon.capture.keyboard import KeyboardCapture
 from anyfill.daemon.completion import Completer
+from anyfill.daemon.core import Core
 from anyfill.daemon.desktop import Desktop
 from anyfill.daemon.errors import DesktopUnavailable
 from anyfill.daemon.heap import freeze_startup_objects
@@ -30,8 +32,8 @@ from anyfill.daemon.waiting import first_set
 
 log = logging.getLogger("anyfill.app")
 
-CompleterFactory = Callable[[Settings], Any]
-"""Builds an async context manager that is (or yields) a Completer."""
+CompleterFactory = Callable[[Settings, EventBus], Any]
+"""Builds an async context manager that is (or yields) a Completer publishing on the bus."""
 
 
 def open_desktop(
@@ -64,12 +66,11 @@ def capture_strategies(desktop: Desktop, settings: Settings) -> dict[CaptureStra
     return strategies
 
 
-def default_completer(settings: Settings) -> Any:
-    from anyfill.daemon.bus import EventBus
+def default_completer(settings: Settings, bus: EventBus | None = None) -> Any:
     from anyfill.daemon.engine import Engine
     from anyfill.daemon.scheduler.attempt_log import log_attempts
 
-    bus = EventBus()  # the scheduler's metrics and cooldowns; the tray and MQTT will listen too
+    bus = bus if bus is not None else EventBus()  # metrics and cooldowns for the tray, MQTT
     log_attempts(bus)
     return Engine(settings, bus=bus)
 
@@ -79,26 +80,48 @@ async def serve(
     stop: asyncio.Event,
     completer_factory: CompleterFactory = default_completer,
 ) -> None:
-    """Run until ``stop`` is set."""
+    """Run headless until ``stop`` is set."""
+    await serve_core(Core(settings, EventBus()), stop, completer_factory=completer_factory)
+
+
+async def serve_core(
+    core: Core,
+    stop: asyncio.Event,
+    ready: Callable[[], None] | None = None,
+    *,
+    completer_factory: CompleterFactory = default_completer,
+) -> None:
+    """Run the desktop path around ``core`` until ``stop`` is set; ``ready`` is called once
+    the hotkeys are grabbed and the backends built."""
+    settings = core.settings
     pipelines: list[Pipeline] = []
 
     def on_trigger(action: Action) -> None:
+        if core.paused and action != "cancel":
+            log.info("paused: the %s hotkey starts nothing (resume from the tray)", action)
+            return
         for pipeline in pipelines:
             pipeline.trigger(action)
 
     async with open_desktop(settings, on_trigger) as desktop:
-        manager = completer_factory(settings)
+        manager = completer_factory(settings, core.bus)
         async with manager as entered:
             completer: Completer = entered if entered is not None else manager
-            pipeline = Pipeline(desktop, completer, settings, capture_strategies(desktop, settings))
+            pipeline = Pipeline(
+                desktop, completer, settings, capture_strategies(desktop, settings), bus=core.bus
+            )
             pipelines.append(pipeline)
+            core.pipeline = pipeline
             freeze_startup_objects()
             chain = ", ".join(settings.routing.default)
             log.info("anyfill is running; backends in order: %s", chain)
+            if ready is not None:
+                ready()
             try:
                 await first_set(stop, desktop.lost)
             finally:
                 pipelines.clear()
+                core.pipeline = None
                 await pipeline.aclose()
             if desktop.lost.is_set() and not stop.is_set():
                 raise DesktopUnavailable("the connection to the display was lost")

@@ -19,6 +19,8 @@ from typing import Literal, TypeVar
 
 from anyfill.config.model import CaptureStrategy, Settings
 from anyfill.daemon import apprules
+from anyfill.daemon.bus import EventBus
+from anyfill.daemon.bus.status import PressFinished, PressStarted
 from anyfill.daemon.capture.base import Captured, Strategy, capture
 from anyfill.daemon.completion import Completer, Completion, CompletionRequest
 from anyfill.daemon.desktop import ClipSnapshot, Desktop, Target
@@ -47,6 +49,7 @@ class Outcome:
     ms: float = 0.0
     capture: str = ""
     """The strategy that read the text around the caret."""
+    backend: str = ""
 
 
 class Pipeline:
@@ -56,8 +59,12 @@ class Pipeline:
         completer: Completer,
         settings: Settings,
         strategies: Mapping[CaptureStrategy, Strategy],
+        *,
+        bus: EventBus | None = None,
     ) -> None:
         self._desktop = desktop
+        self._bus = bus
+        self._presses = 0
         self._completer = completer
         self._settings = settings
         self._strategies = strategies
@@ -76,9 +83,12 @@ class Pipeline:
         if previous is not None and not previous.done():
             log.info("a newer hotkey press supersedes the running completion")
             self.cancel()
+        self._presses += 1
         self._current = asyncio.get_running_loop().create_task(
-            self._run(action, previous, time.monotonic()), name=f"anyfill-{action}"
+            self._run(action, previous, time.monotonic(), self._presses), name=f"anyfill-{action}"
         )
+        if self._bus is not None:
+            self._bus.publish(PressStarted(self._presses, action))
 
     def cancel(self) -> None:
         task = self._current
@@ -94,7 +104,7 @@ class Pipeline:
                 await self._current
 
     async def _run(
-        self, action: Action, previous: asyncio.Task[Outcome] | None, started: float
+        self, action: Action, previous: asyncio.Task[Outcome] | None, started: float, press: int
     ) -> Outcome:
         if previous is not None:
             # Let the superseded press finish any capture or insertion it is inside.
@@ -102,16 +112,18 @@ class Pipeline:
         try:
             outcome = await self._press(action, started)
         except asyncio.CancelledError:
-            self._record(Outcome(action, "cancelled", "cancelled", ms=_ms(started)))
+            self._record(Outcome(action, "cancelled", "cancelled", ms=_ms(started)), press)
             raise
         except Exception as exc:  # a bug or a broken connection: log it, keep serving
             log.exception("the completion failed unexpectedly")
             outcome = Outcome(action, "failed", f"internal error: {exc}", ms=_ms(started))
-        self._record(outcome)
+        self._record(outcome, press)
         return outcome
 
-    def _record(self, outcome: Outcome) -> None:
+    def _record(self, outcome: Outcome, press: int = 0) -> None:
         self.history.append(outcome)
+        if self._bus is not None:
+            self._bus.publish(finished_event(outcome, press))
         level = logging.INFO if outcome.status in ("inserted", "clipboard") else logging.WARNING
         log.log(
             level,
@@ -173,7 +185,7 @@ class Pipeline:
             theirs=theirs,
             completion=completion,
         )
-        return replace(outcome, capture=captured.context.method)
+        return replace(outcome, capture=captured.context.method, backend=completion.backend)
 
     async def _deliver(
         self,
@@ -224,6 +236,21 @@ async def _uninterrupted(step: Awaitable[T]) -> T:
         if not task.cancelled() and task.exception() is not None:
             log.warning("a step finished with an error while cancelling: %s", task.exception())
         raise
+
+
+def finished_event(outcome: Outcome, press: int) -> PressFinished:
+    return PressFinished(
+        press_id=press,
+        action=outcome.action,
+        status=outcome.status,
+        reason=outcome.reason,
+        app=outcome.app,
+        middle=outcome.middle,
+        method=outcome.method,
+        ms=outcome.ms,
+        backend=outcome.backend,
+        at=time.time(),
+    )
 
 
 def _ms(started: float) -> float:
