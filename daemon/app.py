@@ -12,22 +12,24 @@ import signal
 import sys
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import Any
 
 from anyfill.config.model import CaptureStrategy, Settings
+from anyfill.config.store import default_config_path
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.capture.accessibility import AccessibilityCapture
 from anyfill.daemon.capture.base import Strategy
 from anyfill.daemon.capture.clipboard_mode import ClipboardCapture
 from anyfill.daemon.capture.keyboard import KeyboardCapture
-from anyfill.daemon.completion import Completer
 from anyfill.daemon.core import Core
 from anyfill.daemon.desktop import Desktop
 from anyfill.daemon.errors import DesktopUnavailable
 from anyfill.daemon.heap import freeze_startup_objects
 from anyfill.daemon.hotkeys import Action, bindings_from
-from anyfill.daemon.log import setup_logging
+from anyfill.daemon.log import set_log_text, setup_logging
 from anyfill.daemon.pipeline import Pipeline
+from anyfill.daemon.reload import ConfigWatcher, Reloader, SwappableCompleter
 from anyfill.daemon.waiting import first_set
 
 log = logging.getLogger("anyfill.app")
@@ -70,8 +72,9 @@ def default_completer(settings: Settings, bus: EventBus | None = None) -> Any:
     from anyfill.daemon.engine import Engine
     from anyfill.daemon.scheduler.attempt_log import log_attempts
 
-    bus = bus if bus is not None else EventBus()  # metrics and cooldowns for the tray, MQTT
-    log_attempts(bus)
+    if bus is None:  # metrics and cooldowns for the tray, MQTT; the daemon's bus logs already
+        bus = EventBus()
+        log_attempts(bus)
     return Engine(settings, bus=bus)
 
 
@@ -79,9 +82,11 @@ async def serve(
     settings: Settings,
     stop: asyncio.Event,
     completer_factory: CompleterFactory = default_completer,
+    config_path: Path | None = None,
 ) -> None:
     """Run headless until ``stop`` is set."""
-    await serve_core(Core(settings, EventBus()), stop, completer_factory=completer_factory)
+    core = Core(settings, EventBus(), config_path=config_path)
+    await serve_core(core, stop, completer_factory=completer_factory)
 
 
 async def serve_core(
@@ -103,16 +108,29 @@ async def serve_core(
         for pipeline in pipelines:
             pipeline.trigger(action)
 
-    async with open_desktop(settings, on_trigger) as desktop:
-        manager = completer_factory(settings, core.bus)
-        async with manager as entered:
-            completer: Completer = entered if entered is not None else manager
-            pipeline = Pipeline(
-                desktop, completer, settings, capture_strategies(desktop, settings), bus=core.bus
+    from anyfill.daemon.scheduler.attempt_log import log_attempts
+
+    log_attempts(core.bus)
+    async with (
+        open_desktop(settings, on_trigger) as desktop,
+        SwappableCompleter(completer_factory, core.bus) as completer,
+    ):
+        await completer.start(settings)
+        pipeline = Pipeline(
+            desktop, completer, settings, capture_strategies(desktop, settings), bus=core.bus
+        )
+        pipelines.append(pipeline)
+        core.pipeline = pipeline
+
+        async def apply(old: Settings, new: Settings) -> list[str]:
+            return await apply_settings(
+                core=core, desktop=desktop, completer=completer, pipeline=pipeline, old=old, new=new
             )
-            pipelines.append(pipeline)
-            core.pipeline = pipeline
-            freeze_startup_objects()
+
+        path = core.config_path or default_config_path()
+        reloader = Reloader(path, settings, apply, core.bus, check=check_hotkeys)
+        freeze_startup_objects()
+        async with ConfigWatcher(path, reloader.on_text):
             chain = ", ".join(settings.routing.default)
             log.info("anyfill is running; backends in order: %s", chain)
             if ready is not None:
@@ -123,12 +141,47 @@ async def serve_core(
                 pipelines.clear()
                 core.pipeline = None
                 await pipeline.aclose()
-            if desktop.lost.is_set() and not stop.is_set():
-                raise DesktopUnavailable("the connection to the display was lost")
+        if desktop.lost.is_set() and not stop.is_set():
+            raise DesktopUnavailable("the connection to the display was lost")
     log.info("anyfill stopped")
 
 
-def run_daemon(settings: Settings, *, headless: bool, debug: bool = False) -> None:
+def check_hotkeys(settings: Settings) -> None:
+    """What the models cannot see: two actions on one combination (raises ConfigError)."""
+    bindings_from(settings.hotkeys.complete, settings.hotkeys.preview, settings.hotkeys.cancel)
+
+
+async def apply_settings(
+    *,
+    core: Core,
+    desktop: Desktop,
+    completer: SwappableCompleter,
+    pipeline: Pipeline,
+    old: Settings,
+    new: Settings,
+) -> list[str]:
+    """Put ``new`` in force while running; returns what could not be applied as written."""
+    notes: list[str] = []
+    if new.hotkeys != old.hotkeys and desktop.hotkeys is not None:
+        notes = desktop.hotkeys.rebind(
+            bindings_from(new.hotkeys.complete, new.hotkeys.preview, new.hotkeys.cancel)
+        )
+        # The settings in force say which combinations are really grabbed.
+        for action, hotkey in desktop.hotkeys.in_force().items():
+            setattr(new.hotkeys, action, str(hotkey))
+    if (new.backends, new.routing, new.completion) != (old.backends, old.routing, old.completion):
+        await completer.replace(new)  # requests in flight finish on the old backends
+    pipeline.apply(new, capture_strategies(desktop, new))
+    logging.getLogger("anyfill").setLevel(new.logging.level)
+    set_log_text(new.privacy.log_text)
+    core.settings = new
+    core.announce()
+    return notes
+
+
+def run_daemon(
+    settings: Settings, *, headless: bool, debug: bool = False, config_path: Path | None = None
+) -> None:
     path = setup_logging(
         level="DEBUG" if debug else settings.logging.level,
         to_file=settings.logging.file,
@@ -140,12 +193,12 @@ def run_daemon(settings: Settings, *, headless: bool, debug: bool = False) -> No
         log.info("logging to %s", path)
     if not headless:
         log.warning("the tray is not available yet; running headless")
-    asyncio.run(_main(settings))
+    asyncio.run(_main(settings, config_path))
 
 
-async def _main(settings: Settings) -> None:
+async def _main(settings: Settings, config_path: Path | None = None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await serve(settings, stop)
+    await serve(settings, stop, config_path=config_path)

@@ -80,7 +80,12 @@ def run(state: CliState, headless: bool) -> None:
     from anyfill.daemon.app import run_daemon
 
     settings = state.settings()
-    run_daemon(settings, headless=headless, debug=state.debug)
+    run_daemon(
+        settings,
+        headless=headless,
+        debug=state.debug,
+        config_path=state.resolved_config_path(),
+    )
 
 
 def _not_yet(command: str, issue: str) -> NoReturn:

@@ -8,6 +8,7 @@ press, and announce the result as a :class:`DaemonStatus` on the bus.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from anyfill.config.model import InsertMode, Settings
@@ -34,9 +35,11 @@ class Core:
     """Commands of the running daemon. ``pipeline`` and ``preview`` are attached once the
     desktop is open; before that (or without a desktop) only the switches work."""
 
-    def __init__(self, settings: Settings, bus: EventBus) -> None:
+    def __init__(self, settings: Settings, bus: EventBus, config_path: Path | None = None) -> None:
         self.settings = settings
         self.bus = bus
+        self.config_path = config_path
+        """The file watched for changes (``None``: the default path)."""
         self.paused = False
         self.pipeline: Pipeline | None = None
         self.preview: PreviewPort | None = None

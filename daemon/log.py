@@ -16,7 +16,14 @@ from pathlib import Path
 
 import platformdirs
 
-__all__ = ["Private", "RedactingFilter", "log_dir", "register_secret", "setup_logging"]
+__all__ = [
+    "Private",
+    "RedactingFilter",
+    "log_dir",
+    "register_secret",
+    "set_log_text",
+    "setup_logging",
+]
 
 _secrets: set[str] = set()
 _secrets_lock = threading.Lock()
@@ -74,6 +81,12 @@ class RedactingFilter(logging.Filter):
         if record.exc_text:
             record.exc_text = redact(record.exc_text)
         return True
+
+
+def set_log_text(show: bool) -> None:
+    """The ``privacy.log_text`` switch, changed while running (settings reload)."""
+    global _show_text  # noqa: PLW0603 - one process-wide privacy switch
+    _show_text = show
 
 
 def log_dir() -> Path:
