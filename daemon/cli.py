@@ -88,6 +88,19 @@ def run(state: CliState, headless: bool) -> None:
     )
 
 
+@cli.command("settings")
+@pass_state
+def settings_cmd(state: CliState) -> int:
+    """Open the settings panel; a running anyfill applies what you save at once."""
+    from importlib.metadata import entry_points
+
+    # The panel is Qt (anyfill.ui): found through its entry point, the core never imports Qt.
+    for entry in entry_points(group="anyfill.frontends", name="settings"):
+        frontend: Callable[[Settings, Path], int] = entry.load()
+        return frontend(state.settings(), state.resolved_config_path())
+    raise click.ClickException("the settings panel is not installed (anyfill.ui, PySide6)")
+
+
 def _not_yet(command: str, issue: str) -> NoReturn:
     raise click.ClickException(f"'anyfill {command}' is not yet available (tracked in {issue})")
 

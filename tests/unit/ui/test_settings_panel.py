@@ -1,0 +1,300 @@
+"""The settings panel on the offscreen platform: edits on several pages save exactly those
+keys with the user's comments intact; keys go to the keyring; bad values are named next to
+their field and Save stays off; Test sends a real completion through the bridge."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QSettings, Qt
+from pytestqt.qtbot import QtBot
+
+from anyfill.config.presets import PRESETS
+from anyfill.config.store import parse_settings
+from anyfill.ui.bridge import CoreBridge
+from anyfill.ui.settings.apps import AppsPage
+from anyfill.ui.settings.backends import BackendsPage
+from anyfill.ui.settings.capture import CapturePage
+from anyfill.ui.settings.draft import load_for_editing
+from anyfill.ui.settings.fields import HotkeyEdit
+from anyfill.ui.settings.hotkeys import HotkeysPage
+from anyfill.ui.settings.privacy import PrivacyPage
+from anyfill.ui.settings.routing import RoutingPage
+from anyfill.ui.settings.standalone import panel_core
+from anyfill.ui.settings.window import SettingsWindow
+from tests.servers.http import LoopbackServer
+from tests.servers.llamacpp import LlamaCpp
+from tests.servers.script import Reply
+from tests.unit.foundation.conftest import file_keyring
+
+__all__ = ["file_keyring"]
+
+USER_FILE = """\
+# my anyfill settings: keep these comments
+[[backends]]
+name = "local"   # the box under my desk
+type = "llamacpp"
+url = "http://127.0.0.1:8080"
+
+[[backends]]
+name = "codestral"
+type = "mistral-fim"
+url = "https://codestral.mistral.ai"
+model = "codestral-latest"
+
+[routing]
+default = ["local", "codestral"]  # local first
+hedge_after_ms = 0
+
+[hotkeys]
+complete = "<ctrl>+<alt>+<space>"  # the one I use
+
+[privacy]
+log_text = false  # never
+"""
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, file_keyring: object) -> Iterator[None]:
+    """Qt's own settings (window size, last page) and the keyring in a temporary place."""
+    QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, str(tmp_path))
+    yield
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(USER_FILE)
+    return path
+
+
+def open_window(qtbot: QtBot, config: Path, bridge: CoreBridge | None = None) -> SettingsWindow:
+    window = SettingsWindow(bridge, config)
+    qtbot.addWidget(window, before_close_func=lambda w: w.draft.revert())
+    return window
+
+
+def page(window: SettingsWindow, kind: type) -> object:
+    for index, candidate in enumerate(window.pages):
+        if isinstance(candidate, kind):
+            window.nav.setCurrentRow(index)
+            return candidate
+    raise LookupError(kind)
+
+
+def changed_lines(old: str, new: str) -> list[str]:
+    return [
+        line
+        for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+
+
+def retype(qtbot: QtBot, widget: object, text: str) -> None:
+    """Select everything in the field and type ``text`` as the user would."""
+    qtbot.keyClick(widget, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClick(widget, Qt.Key.Key_Delete)
+    qtbot.keyClicks(widget, text)
+
+
+def record(qtbot: QtBot, edit: HotkeyEdit, key: Qt.Key, mods: Qt.KeyboardModifier) -> None:
+    qtbot.mouseClick(edit, Qt.MouseButton.LeftButton)
+    assert edit.recording
+    qtbot.keyClick(edit, key, mods)
+
+
+def test_changes_on_several_pages_save_exactly_those_keys(qtbot: QtBot, config: Path) -> None:
+    window = open_window(qtbot, config)
+    window.show()
+    assert not window.save_button.isEnabled()  # nothing changed yet
+
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    backends.list.setCurrentRow(0)
+    retype(qtbot, backends.url, "http://127.0.0.1:8081")
+
+    routing = page(window, RoutingPage)
+    assert isinstance(routing, RoutingPage)
+    routing.hedge.setValue(250)
+
+    hotkeys = page(window, HotkeysPage)
+    assert isinstance(hotkeys, HotkeysPage)
+    ctrl_alt = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier
+    record(qtbot, hotkeys.edits["complete"], Qt.Key.Key_J, ctrl_alt)
+
+    privacy = page(window, PrivacyPage)
+    assert isinstance(privacy, PrivacyPage)
+    privacy.form.rows[1].editor.click()  # "Send captured text in MQTT events"
+
+    assert window.save_button.isEnabled()
+    qtbot.mouseClick(window.save_button, Qt.MouseButton.LeftButton)
+    new = config.read_text()
+    assert changed_lines(USER_FILE, new) == [
+        '-url = "http://127.0.0.1:8080"',
+        '+url = "http://127.0.0.1:8081"',
+        "-hedge_after_ms = 0",
+        "+hedge_after_ms = 250",
+        '-complete = "<ctrl>+<alt>+<space>"  # the one I use',
+        '+complete = "<ctrl>+<alt>+j"  # the one I use',
+        "+mqtt_text = true",
+    ]
+    assert "Saved" in window.problem.text()
+    assert not window.save_button.isEnabled()
+
+
+def test_an_api_key_goes_to_the_keyring_never_to_the_file(qtbot: QtBot, config: Path) -> None:
+    import keyring
+
+    window = open_window(qtbot, config)
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    backends.list.setCurrentRow(1)  # codestral
+    assert backends.key_status.text() == "no key stored and $MISTRAL_API_KEY is not set"
+    qtbot.keyClicks(backends.key, "sk-panel-secret-0123456789")
+    assert window.save_button.isEnabled()
+    window.save()
+    assert keyring.get_password("anyfill", "codestral") == "sk-panel-secret-0123456789"
+    assert "sk-panel-secret" not in config.read_text()
+    assert config.read_text() == USER_FILE
+    assert backends.key.text() == ""
+    assert backends.key_status.text() == "a key is stored in the system keyring"
+    assert backends.forget.isEnabled()
+
+
+def test_bad_values_are_named_next_to_their_field_and_save_stays_off(
+    qtbot: QtBot, config: Path
+) -> None:
+    window = open_window(qtbot, config)
+    window.show()
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    backends.list.setCurrentRow(0)
+    retype(qtbot, backends.url, "localhost 8080")
+    url_row = next(row for row in backends.form.rows if row.key == ("url",))
+    assert url_row.error.isVisible()
+    assert url_row.error.text().startswith("Input should be a valid URL")
+    assert not window.save_button.isEnabled()
+
+    limit = next(row for row in backends.form.rows if row.key == ("limits", "requests_per_minute"))
+    limit.editor.setValue(-1)  # type: ignore[attr-defined]
+    assert limit.error.text() == "Input should be greater than or equal to 0; found -1"
+    assert "backends[0]" in window.problem.text()
+    assert "(and 1 more)" in window.problem.text()
+    # Ctrl+S does nothing while a field is wrong; the file is untouched.
+    qtbot.keyClick(window, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier)
+    assert config.read_text() == USER_FILE
+
+    retype(qtbot, backends.url, "http://127.0.0.1:8080")
+    limit.editor.setValue(0)  # type: ignore[attr-defined]
+    assert not url_row.error.isVisible()
+    assert window.problem.text() == ""
+    assert not window.save_button.isEnabled()  # back to what the file says
+
+
+def test_a_preset_backend_added_and_renamed_keeps_routing_and_the_file_valid(
+    qtbot: QtBot, config: Path
+) -> None:
+    window = open_window(qtbot, config)
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    backends.add(PRESETS[1])  # Ollama
+    retype(qtbot, backends.name, "ollama-gpu")
+    backends.list.setCurrentRow(0)
+    retype(qtbot, backends.name, "desk")
+    backends.move_selected(+1)
+    assert window.draft.data["routing"]["default"] == ["codestral", "desk", "ollama-gpu"]
+    assert window.save()
+    saved = parse_settings(config.read_text(), environ={})
+    assert [b.name for b in saved.backends] == ["codestral", "desk", "ollama-gpu"]
+    assert saved.routing.default == ["codestral", "desk", "ollama-gpu"]
+    assert 'name = "desk"   # the box under my desk' in config.read_text()
+    assert "# local first" in config.read_text()
+
+
+def test_window_size_and_last_page_are_remembered(qtbot: QtBot, config: Path) -> None:
+    window = open_window(qtbot, config)
+    window.show()
+    window.resize(760, 540)
+    page(window, CapturePage)
+    window.close()
+    again = open_window(qtbot, config)
+    assert isinstance(again.stack.currentWidget(), CapturePage)
+    assert (again.width(), again.height()) == (760, 540)
+
+
+def test_pages_are_reachable_with_the_keyboard(qtbot: QtBot, config: Path) -> None:
+    window = open_window(qtbot, config)
+    window.show()
+    window.activateWindow()
+    qtbot.waitActive(window)
+    window.nav.setFocus()
+    window.nav.setCurrentRow(0)
+    for expected in (RoutingPage, HotkeysPage, CapturePage, AppsPage):
+        qtbot.keyClick(window.nav, Qt.Key.Key_Down)
+        assert isinstance(window.stack.currentWidget(), expected)
+    # Tab leaves the page list for the page's first field.
+    qtbot.keyClick(window.nav, Qt.Key.Key_Tab)
+    focus = window.focusWidget()
+    assert focus is not None
+    assert window.stack.currentWidget().isAncestorOf(focus)
+
+
+@pytest.fixture
+def panel_bridge(qtbot: QtBot, config: Path) -> Iterator[CoreBridge]:
+    bridge = CoreBridge(load_for_editing(config), runner=panel_core)
+    bridge.start()
+    qtbot.waitUntil(lambda: bridge.running, timeout=5000)
+    yield bridge
+    assert bridge.stop()
+
+
+@pytest.fixture
+def llama() -> Iterator[LoopbackServer]:
+    with LoopbackServer.in_thread(LlamaCpp(default=Reply(text="a + b"))) as server:
+        yield server
+
+
+def test_test_shows_the_answer_latency_and_mode(
+    qtbot: QtBot, config: Path, panel_bridge: CoreBridge, llama: LoopbackServer
+) -> None:
+    window = open_window(qtbot, config, panel_bridge)
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    backends.list.setCurrentRow(0)
+    retype(qtbot, backends.url, llama.url)
+    qtbot.mouseClick(backends.test, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: backends.result.text().startswith(("✓", "✗")), timeout=10000)
+    text = backends.result.text()
+    assert text.startswith("✓ 'a + b' in "), text
+    assert " ms, native FIM" in text
+    assert [r.path for r in llama.requests if r.path == "/infill"] == ["/infill"]
+    assert config.read_text() == USER_FILE  # testing saves nothing
+
+
+def test_test_against_a_dead_port_says_nothing_listens(
+    qtbot: QtBot, config: Path, panel_bridge: CoreBridge, refused_url: str
+) -> None:
+    window = open_window(qtbot, config, panel_bridge)
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    backends.list.setCurrentRow(0)
+    retype(qtbot, backends.url, refused_url)
+    qtbot.mouseClick(backends.test, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: backends.result.text().startswith(("✓", "✗")), timeout=10000)
+    origin = refused_url.removeprefix("http://")
+    assert f"nothing listens on {origin}" in backends.result.text() or (
+        f"nothing listens on {refused_url}" in backends.result.text()
+    ), backends.result.text()
+    assert backends.test.isEnabled()
+
+
+@pytest.fixture
+def refused_url() -> str:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -1,0 +1,58 @@
+"""``anyfill settings``: the panel in its own process, next to a running anyfill or not.
+
+The core it talks to runs no desktop (no hotkeys: the daemon holds them); it only serves
+the panel's backend tests and window picking, through the one bridge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from anyfill.config.model import Settings
+from anyfill.config.store import InvalidConfig
+from anyfill.daemon.core import Core
+
+
+async def panel_core(core: Core, stop: asyncio.Event, ready: Callable[[], None]) -> None:
+    """A core loop without a desktop: it runs what the panel submits until asked to stop."""
+    ready()
+    await stop.wait()
+
+
+def run_settings(settings: Settings, path: Path) -> int:
+    """The ``settings`` front end: ``settings`` (file + environment) are those the command
+    line read; the panel edits the file's own values, read again from ``path``."""
+    del settings
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    from anyfill.ui.bridge import CoreBridge
+    from anyfill.ui.settings import show_settings
+    from anyfill.ui.settings.draft import load_for_editing
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
+    app.setApplicationName("anyfill")
+    app.setApplicationDisplayName("anyfill settings")
+    try:
+        editing = load_for_editing(path)
+    except InvalidConfig as exc:
+        QMessageBox.critical(
+            None,
+            "anyfill settings",
+            "The configuration file has problems the panel cannot show; fix them in a text "
+            "editor first (anyfill config validate):\n\n"
+            + "\n".join(problem.render(exc.path or str(path)) for problem in exc.problems),
+        )
+        return 2
+    bridge = CoreBridge(editing, runner=panel_core)
+    bridge.start()
+    try:
+        window = show_settings(bridge, path)
+        window.destroyed.connect(app.quit)
+        app.setQuitOnLastWindowClosed(True)
+        return int(app.exec())
+    finally:
+        bridge.stop()
