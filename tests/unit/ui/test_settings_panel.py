@@ -58,10 +58,9 @@ log_text = false  # never
 
 
 @pytest.fixture(autouse=True)
-def isolated(tmp_path: Path, file_keyring: object) -> Iterator[None]:
+def isolated(tmp_path: Path, file_keyring: object) -> None:
     """Qt's own settings (window size, last page) and the keyring in a temporary place."""
     QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, str(tmp_path))
-    yield
 
 
 @pytest.fixture
