@@ -5,6 +5,7 @@ their field and Save stays off; Test sends a real completion through the bridge.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -297,3 +298,26 @@ def refused_url() -> str:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.mark.llamacpp
+def test_test_against_the_real_llama_server_shows_latency_and_mode(
+    qtbot: QtBot, config: Path, panel_bridge: CoreBridge
+) -> None:
+    from tests.llm.server import SKIP_REASON, TINY_FIM_MODEL, LlamaServer, find_assets
+
+    assets = find_assets()
+    if assets is None:
+        pytest.skip(SKIP_REASON)
+    window = open_window(qtbot, config, panel_bridge)
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    backends.list.setCurrentRow(0)
+    with LlamaServer(assets / TINY_FIM_MODEL) as server:
+        retype(qtbot, backends.url, server.url)
+        qtbot.mouseClick(backends.test, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: backends.result.text().startswith(("✓", "✗")), timeout=30000)
+    text = backends.result.text()
+    # The tiny model has random weights: what it says is noise, how it was asked is not.
+    assert text.startswith("✓ "), text
+    assert re.search(r" in \d+ ms, native FIM", text), text
