@@ -25,6 +25,7 @@ __all__ = ["TRIAL_CONTEXT", "TrialResult", "describe_plan", "try_backend"]
 #: A prompt every code model completes in a few tokens.
 TRIAL_CONTEXT = Context(prefix="def add(a, b):\n    return ", suffix="\n\n\nprint(add(2, 3))\n")
 TRIAL_MAX_TOKENS = 16
+ANSWER_SHOWN = 60
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,11 @@ class TrialResult:
     def summary(self) -> str:
         if not self.ok:
             return self.error
-        answer = self.answer.strip() or "(an empty answer)"
-        return f"{answer!r} in {self.ms:.0f} ms, {self.mode}"
+        answer = self.answer.strip()
+        if len(answer) > ANSWER_SHOWN:
+            answer = answer[:ANSWER_SHOWN] + "…"
+        shown = repr(answer) if answer else "(an empty answer)"
+        return f"{shown} in {self.ms:.0f} ms, {self.mode}"
 
 
 def describe_plan(plan: Plan) -> str:

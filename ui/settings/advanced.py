@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
@@ -26,6 +28,14 @@ LEVELS = (
 )
 
 
+def _shown(path: Path) -> str:
+    """The path as people write it: ``~/.config/anyfill/config.toml``."""
+    try:
+        return "~/" + str(path.relative_to(Path.home()))
+    except ValueError:
+        return str(path)
+
+
 class AdvancedPage(QWidget):
     title = "Advanced"
 
@@ -38,7 +48,7 @@ class AdvancedPage(QWidget):
         folder = QPushButton("Open the log folder")
         folder.clicked.connect(self.open_logs)
         form.layout_.addRow("Log folder", folder)
-        self.path = QLineEdit(str(draft.path))
+        self.path = QLineEdit(_shown(draft.path))
         self.path.setReadOnly(True)
         self.path.setAccessibleName("Configuration file")
         open_file = QPushButton("Open")

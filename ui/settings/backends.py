@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QPushButton,
     QScrollArea,
+    QSizePolicy,
     QSplitter,
     QToolButton,
     QVBoxLayout,
@@ -59,9 +60,10 @@ class BackendsPage(QWidget):
         self._filling = False
         left = self._build_list()
         self.form = Form(draft, None)
-        self._build_form()
+        self._build_identity()
         self._build_key()
         self._build_test()
+        self._build_details()
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -73,8 +75,8 @@ class BackendsPage(QWidget):
         splitter.setStretchFactor(0, 0)
         splitter.setStretchFactor(1, 1)
         splitter.setChildrenCollapsible(False)
-        left.setMinimumWidth(230)
-        splitter.setSizes([250, 600])
+        left.setMinimumWidth(270)
+        splitter.setSizes([280, 600])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(splitter)
@@ -104,13 +106,23 @@ class BackendsPage(QWidget):
         duplicate.clicked.connect(self.duplicate)
         remove = QPushButton("Remove")
         remove.clicked.connect(self.remove)
-        up = QPushButton("Up")
+        up = QPushButton("↑")
+        up.setToolTip("Ask it earlier")
+        up.setAccessibleName("Move up")
+        up.setFixedWidth(34)
         up.clicked.connect(lambda: self.move_selected(-1))
-        down = QPushButton("Down")
+        down = QPushButton("↓")
+        down.setToolTip("Ask it later")
+        down.setAccessibleName("Move down")
+        down.setFixedWidth(34)
         down.clicked.connect(lambda: self.move_selected(+1))
         buttons = QHBoxLayout()
-        for button in (add, duplicate, remove, up, down):
+        buttons.setSpacing(4)
+        for button in (add, duplicate, remove):
             buttons.addWidget(button)
+        buttons.addStretch()
+        buttons.addWidget(up)
+        buttons.addWidget(down)
         left = QWidget()
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(0, 0, 0, 0)
@@ -121,7 +133,7 @@ class BackendsPage(QWidget):
 
     # -- the form -------------------------------------------------------------------------
 
-    def _build_form(self) -> None:
+    def _build_identity(self) -> None:
         form = self.form
         self.preset = QToolButton()
         self.preset.setText("Fill from a preset…")
@@ -143,6 +155,10 @@ class BackendsPage(QWidget):
         families = [("auto", "auto (from the model name)")]
         families += [(name, name) for name in sorted(TEMPLATES)]
         form.choice("FIM template", ["template"], families, editable=True)
+
+    def _build_details(self) -> None:
+        form = self.form
+        form.section("Requests")
         form.integer("Max tokens", ["max_tokens"])
         form.number("Temperature", ["temperature"])
         form.section("Timeouts")
@@ -171,10 +187,11 @@ class BackendsPage(QWidget):
         form.layout_.addRow("Stored", self.key_status)
         self.key = QLineEdit()
         self.key.setEchoMode(QLineEdit.EchoMode.Password)
-        self.key.setPlaceholderText("paste a key: it goes to the system keyring on Save")
+        self.key.setPlaceholderText("stored in the keyring on Save")
         self.key.setAccessibleName("API key")
         self.key.textEdited.connect(self._key_typed)
-        forget = QPushButton("Remove the stored key")
+        forget = QPushButton("Forget")
+        forget.setToolTip("Remove the stored key from the system keyring")
         forget.clicked.connect(self.forget_key)
         self.forget = forget
         key_row = QHBoxLayout()
@@ -192,6 +209,9 @@ class BackendsPage(QWidget):
         self.result.setWordWrap(True)
         self.result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.result.setAccessibleName("Test result")
+        # An answer without spaces cannot wrap: it must not widen the form.
+        self.result.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.result.setMinimumWidth(120)
         test_row = QHBoxLayout()
         test_row.addWidget(self.test)
         test_row.addWidget(self.result, 1)

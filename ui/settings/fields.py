@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtGui import QKeyEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QPushButton,
+    QSizePolicy,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -37,19 +38,27 @@ HINT_STYLE = "color: palette(placeholder-text);"
 BIG = 2_000_000_000
 
 
-def error_label() -> QLabel:
-    label = QLabel()
-    label.setStyleSheet(ERROR_STYLE)
+def _wrapping(label: QLabel) -> QLabel:
+    """A word-wrapped label that takes the field's whole width (Qt would pick a narrow one)."""
     label.setWordWrap(True)
+    policy = QSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+    policy.setHeightForWidth(True)
+    label.setSizePolicy(policy)
+    return label
+
+
+def error_label() -> QLabel:
+    label = _wrapping(QLabel())
+    label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+    label.setStyleSheet(ERROR_STYLE)
     label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
     label.hide()
     return label
 
 
 def hint_label(text: str) -> QLabel:
-    label = QLabel(text)
+    label = _wrapping(QLabel(text))
     label.setStyleSheet(HINT_STYLE)
-    label.setWordWrap(True)
     return label
 
 
@@ -114,8 +123,22 @@ class Form(QWidget):
             if path is not None:
                 found = self.draft.problems_under(path)
                 message = found.get(dotted(path), "") or next(iter(found.values()), "")
-            row.error.setText(message)
-            row.error.setVisible(bool(message) and row.editor.isVisibleTo(self))
+            if row.error.text() != message:
+                row.error.setText(message)
+                row.error.setVisible(bool(message) and row.editor.isVisibleTo(self))
+        self._fit_errors()
+
+    def _fit_errors(self) -> None:
+        """Wrapped labels in a form get a height for the wrong width: size them for the
+        width of the field they sit under."""
+        for row in self.rows:
+            if row.error.text():
+                width = max(row.editor.width(), 160)
+                row.error.setFixedHeight(row.error.heightForWidth(width))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_errors()
 
     def set_row_visible(self, key: Sequence[str], visible: bool) -> None:
         for row in self.rows:
@@ -215,8 +238,13 @@ class Form(QWidget):
     ) -> QComboBox:
         combo = QComboBox()
         combo.setEditable(editable)
+        # Long item texts must not widen the whole form past the window.
+        combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        combo.setMinimumContentsLength(18)
         for value, text in options:
             combo.addItem(text, value)
+        if editable or max((len(text) for _, text in options), default=0) > 18:
+            combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
         def picked(index: int) -> None:
             if index >= 0:
@@ -388,7 +416,6 @@ class OrderedChecklist(QWidget):
         self._choices = choices
         self.list = QListWidget()
         self.list.setDragDropMode(QAbstractItemView.DragDropMode.InternalMove)
-        self.list.setMaximumHeight(110)
         self.list.itemChanged.connect(lambda _: self._emit())
         model = self.list.model()
         model.rowsMoved.connect(lambda *_: self._emit())
@@ -402,9 +429,10 @@ class OrderedChecklist(QWidget):
         buttons.addStretch()
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.list, 1)
+        layout.addWidget(self.list, 1, Qt.AlignmentFlag.AlignTop)
         layout.addLayout(buttons)
         self._reading = False
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
     def show_value(self, names: list[str]) -> None:
         self._reading = True
@@ -420,6 +448,13 @@ class OrderedChecklist(QWidget):
                 self.list.addItem(item)
         finally:
             self._reading = False
+        # As tall as its rows (up to six), not a fixed box with empty space.
+        rows = max(min(self.list.count(), 6), 2)
+        row_height = max(self.list.sizeHintForRow(0), self.fontMetrics().height() + 4)
+        height = rows * row_height + 2 * self.list.frameWidth() + 4
+        self.list.setFixedHeight(height)
+        self.setFixedHeight(max(height, 64))  # room for the two buttons
+        self.updateGeometry()
 
     def value(self) -> list[str]:
         items = [self.list.item(i) for i in range(self.list.count())]

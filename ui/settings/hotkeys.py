@@ -40,9 +40,9 @@ class HotkeysPage(QWidget):
         self.checks: dict[str, QLabel] = {}
         for key, label, tip in ACTIONS:
             edit = form.hotkey(label, [key], tip=tip)
-            check = QLabel("")
-            check.setWordWrap(True)
+            check = QLabel("")  # one line: wrapped labels in a form get a wrong height
             form.layout_.addRow("", check)
+            form.layout_.setRowVisible(check, False)
             edit.recorded.connect(lambda text, k=key: self.check(k, text))
             self.edits[key] = edit
             self.checks[key] = check
@@ -66,6 +66,7 @@ class HotkeysPage(QWidget):
     def check(self, action: str, text: str) -> None:
         """Tell at once whether the recorded combination can work."""
         label = self.checks[action]
+        self.form.layout_.setRowVisible(label, True)
         try:
             hotkey = parse_hotkey(text)
         except ConfigError as exc:

@@ -188,7 +188,7 @@ class SettingsWindow(QWidget):
         if isinstance(geometry, QByteArray) and not geometry.isEmpty():
             self.restoreGeometry(geometry)
         else:
-            self.resize(900, 620)
+            self.resize(960, 660)
         page = state.value("page", 0)
         row = int(page) if isinstance(page, int | str) and str(page).isdigit() else 0
         self.nav.setCurrentRow(min(max(row, 0), len(self.pages) - 1))
