@@ -58,6 +58,7 @@ class BackendsPage(QWidget):
         self.draft = draft
         self.bridge = bridge
         self._filling = False
+        self._focus_was_on_test = False
         left = self._build_list()
         self.form = Form(draft, None)
         self._build_identity()
@@ -411,20 +412,27 @@ class BackendsPage(QWidget):
 
             backend = backend.model_copy(update={"key_env": "ANYFILL_PANEL_TEST_KEY"})
             environ = {**os.environ, "ANYFILL_PANEL_TEST_KEY": typed}
+        self._focus_was_on_test = self.test.hasFocus()
         self.test.setEnabled(False)
         self.result.setStyleSheet("")
         self.result.setText(f"Testing {backend.url}…")
         future = self.bridge.submit(try_backend(backend, environ))
 
         def done(result: TrialResult) -> None:
-            self.test.setEnabled(True)
+            self._test_finished()
             self._show_result(result.summary(), ok=result.ok)
 
         def failed(exc: BaseException) -> None:
-            self.test.setEnabled(True)
+            self._test_finished()
             self._show_result(f"the test could not run: {exc}", ok=False)
 
         self.bridge.then(future, done, failed)
+
+    def _test_finished(self) -> None:
+        self.test.setEnabled(True)
+        # Disabling the button moved the keyboard focus on: give it back.
+        if self._focus_was_on_test:
+            self.test.setFocus()
 
     def _show_result(self, text: str, *, ok: bool) -> None:
         self.result.setStyleSheet("color: #1e7d32;" if ok else ERROR_STYLE)
