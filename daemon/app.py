@@ -22,6 +22,9 @@ from anyfill.daemon.capture.accessibility import AccessibilityCapture
 from anyfill.daemon.capture.base import Strategy
 from anyfill.daemon.capture.clipboard_mode import ClipboardCapture
 from anyfill.daemon.capture.keyboard import KeyboardCapture
+from anyfill.daemon.control.builtins import DaemonControl, install_builtins
+from anyfill.daemon.control.commands import Commands
+from anyfill.daemon.control.server import ControlServer
 from anyfill.daemon.core import Core
 from anyfill.daemon.desktop import Desktop
 from anyfill.daemon.errors import DesktopUnavailable
@@ -83,10 +86,19 @@ async def serve(
     stop: asyncio.Event,
     completer_factory: CompleterFactory = default_completer,
     config_path: Path | None = None,
+    *,
+    commands: Commands | None = None,
+    control_socket: str | None = None,
 ) -> None:
     """Run headless until ``stop`` is set."""
     core = Core(settings, EventBus(), config_path=config_path)
-    await serve_core(core, stop, completer_factory=completer_factory)
+    await serve_core(
+        core,
+        stop,
+        completer_factory=completer_factory,
+        commands=commands,
+        control_socket=control_socket,
+    )
 
 
 async def serve_core(
@@ -95,9 +107,17 @@ async def serve_core(
     ready: Callable[[], None] | None = None,
     *,
     completer_factory: CompleterFactory = default_completer,
+    commands: Commands | None = None,
+    control_socket: str | None = None,
 ) -> None:
     """Run the desktop path around ``core`` until ``stop`` is set; ``ready`` is called once
-    the hotkeys are grabbed and the backends built."""
+    the hotkeys are grabbed and the backends built.
+
+    ``commands``: the control socket's registry, for a layer (the tray) that adds its own
+    commands; the built-in ones are added here. ``control_socket``: its path (default
+    ``$XDG_RUNTIME_DIR/anyfill/control.sock``). ``core.config_path`` is watched: a new valid
+    version of the file is applied while running (:mod:`anyfill.daemon.reload`).
+    """
     settings = core.settings
     pipelines: list[Pipeline] = []
 
@@ -111,7 +131,10 @@ async def serve_core(
     from anyfill.daemon.scheduler.attempt_log import log_attempts
 
     log_attempts(core.bus)
+    commands = commands if commands is not None else Commands()
+    # Bound first: a live daemon on the socket stops us before we grab its hotkeys.
     async with (
+        ControlServer(commands, control_socket) as control,
         open_desktop(settings, on_trigger) as desktop,
         SwappableCompleter(completer_factory, core.bus) as completer,
     ):
@@ -121,14 +144,19 @@ async def serve_core(
         )
         pipelines.append(pipeline)
         core.pipeline = pipeline
+        daemon_control = DaemonControl(settings, pipeline, on_trigger, desktop="x11")
+        install_builtins(commands, daemon_control)
 
         async def apply(old: Settings, new: Settings) -> list[str]:
-            return await apply_settings(
+            notes = await apply_settings(
                 core=core, desktop=desktop, completer=completer, pipeline=pipeline, old=old, new=new
             )
+            daemon_control.settings = new  # `anyfill status` shows what is in force
+            return notes
 
         path = core.config_path or default_config_path()
         reloader = Reloader(path, settings, apply, core.bus, check=check_hotkeys)
+        await control.start_serving()
         freeze_startup_objects()
         async with ConfigWatcher(path, reloader.on_text):
             chain = ", ".join(settings.routing.default)

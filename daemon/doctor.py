@@ -46,6 +46,7 @@ async def diagnose(
         _keyring(),
         _display(environ),
         _accessibility(settings),
+        _daemon(),
     ]
     return findings
 
@@ -153,3 +154,25 @@ def _accessibility(settings: Settings) -> Finding:
             "keyboard capture is used",
         )
     return Finding("ok", "accessibility", "PyGObject found; AT-SPI is tried first")
+
+
+def _daemon() -> Finding:
+    """Whether a daemon answers on the control socket (asked, never created)."""
+    from anyfill.daemon.control.client import call
+    from anyfill.daemon.control.paths import socket_path
+    from anyfill.daemon.errors import ControlError, NotRunning
+
+    try:
+        path = socket_path()
+    except ControlError as exc:
+        return Finding("fail", "daemon", str(exc))
+    try:
+        answer = call("ping", path=path, timeout_s=2.0)
+    except NotRunning:
+        return Finding("ok", "daemon", f"not running ('anyfill run' starts it; socket {path})")
+    except ControlError as exc:
+        return Finding("fail", "daemon", f"control socket {path}: {exc}")
+    ui = answer.get("ui") or "headless"
+    return Finding(
+        "ok", "daemon", f"running (pid {answer.get('pid')}, {ui}); control socket {path}"
+    )
