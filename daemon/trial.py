@@ -14,11 +14,14 @@ from dataclasses import dataclass
 
 from anyfill.config.model import BackendConfig, RoutingConfig, Settings
 from anyfill.daemon.backends.base import Backend, Plan
+from anyfill.daemon.backends.http import make_client
+from anyfill.daemon.backends.registry import create_backend
 from anyfill.daemon.completion import CompletionRequest
 from anyfill.daemon.context import Context
 from anyfill.daemon.dispatch import SequentialDispatcher
 from anyfill.daemon.engine import Engine
 from anyfill.daemon.errors import AnyfillError
+from anyfill.daemon.log import register_secret
 
 __all__ = ["TRIAL_CONTEXT", "TrialResult", "describe_plan", "try_backend"]
 
@@ -63,10 +66,15 @@ def describe_plan(plan: Plan) -> str:
 
 
 async def try_backend(
-    config: BackendConfig, environ: Mapping[str, str] | None = None
+    config: BackendConfig,
+    environ: Mapping[str, str] | None = None,
+    *,
+    api_key: str | None = None,
 ) -> TrialResult:
     """Send :data:`TRIAL_CONTEXT` to ``config`` alone (enabled or not); never raises for a
-    backend's failure, which comes back in ``error``."""
+    backend's failure, which comes back in ``error``.
+
+    ``api_key``: a key typed but not stored yet, tried instead of the keyring's."""
     config = config.model_copy(update={"enabled": True})
     settings = Settings(backends=[config], routing=RoutingConfig(default=[config.name]))
 
@@ -75,7 +83,13 @@ async def try_backend(
             backends, [config.name], fallback=False, unusable=engine.unusable
         )
 
-    engine = Engine(settings, dispatcher, environ=environ)
+    client = None
+    given: dict[str, Backend] | None = None
+    if api_key:
+        register_secret(api_key)
+        client = make_client(config)
+        given = {config.name: create_backend(config, client, api_key.strip())}
+    engine = Engine(settings, dispatcher, environ=environ, backends=given)
     started = time.monotonic()
     try:
         async with engine:
@@ -84,6 +98,9 @@ async def try_backend(
             )
     except AnyfillError as exc:
         return TrialResult(config.name, False, ms=_ms(started), error=str(exc))
+    finally:
+        if client is not None:
+            await client.aclose()
     return TrialResult(config.name, True, done.middle, done.ms, describe_plan(done.plan))
 
 

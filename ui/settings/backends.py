@@ -404,19 +404,12 @@ class BackendsPage(QWidget):
         if self.bridge is None or not self.bridge.running:
             self._show_result("the anyfill core is not running: cannot test", ok=False)
             return
-        typed = self.key.text().strip()
-        environ = None
-        if typed:
-            # A key typed but not saved yet: tried as if it came from its variable.
-            import os
-
-            backend = backend.model_copy(update={"key_env": "ANYFILL_PANEL_TEST_KEY"})
-            environ = {**os.environ, "ANYFILL_PANEL_TEST_KEY": typed}
+        typed = self.key.text().strip() or None  # a key not saved yet is tried as typed
         self._focus_was_on_test = self.test.hasFocus()
         self.test.setEnabled(False)
         self.result.setStyleSheet("")
         self.result.setText(f"Testing {backend.url}…")
-        future = self.bridge.submit(try_backend(backend, environ))
+        future = self.bridge.submit(try_backend(backend, api_key=typed))
 
         def done(result: TrialResult) -> None:
             self._test_finished()

@@ -321,3 +321,30 @@ def test_test_against_the_real_llama_server_shows_latency_and_mode(
     # The tiny model has random weights: what it says is noise, how it was asked is not.
     assert text.startswith("✓ "), text
     assert re.search(r" in \d+ ms, native FIM", text), text
+
+
+def test_test_tries_a_typed_key_before_it_is_saved_and_says_when_none_is_set(
+    qtbot: QtBot, config: Path, panel_bridge: CoreBridge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.servers.mistral import MistralFim
+
+    monkeypatch.delenv("MISTRAL_API_KEY", raising=False)
+    key = "sk-typed-in-the-panel-0123"
+    with LoopbackServer.in_thread(MistralFim(default=Reply(text="a + b"), api_key=key)) as server:
+        window = open_window(qtbot, config, panel_bridge)
+        backends = page(window, BackendsPage)
+        assert isinstance(backends, BackendsPage)
+        backends.list.setCurrentRow(1)  # codestral
+        retype(qtbot, backends.url, server.url)
+
+        qtbot.mouseClick(backends.test, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: backends.result.text().startswith(("✓", "✗")), timeout=10000)
+        assert "needs an API key" in backends.result.text()
+        assert "anyfill config set-key codestral" in backends.result.text()
+
+        qtbot.keyClicks(backends.key, key)
+        backends.result.setText("")
+        qtbot.mouseClick(backends.test, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: backends.result.text().startswith(("✓", "✗")), timeout=10000)
+        assert backends.result.text().startswith("✓ 'a + b' in "), backends.result.text()
+    assert key not in config.read_text()
