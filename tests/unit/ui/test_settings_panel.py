@@ -59,9 +59,11 @@ log_text = false  # never
 
 
 @pytest.fixture(autouse=True)
-def isolated(tmp_path: Path, file_keyring: object) -> None:
-    """Qt's own settings (window size, last page) and the keyring in a temporary place."""
+def isolated(tmp_path: Path, file_keyring: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Qt's own settings (window size, last page) and the keyring in a temporary place; no
+    API key from the environment of whoever runs the tests."""
     QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, str(tmp_path))
+    monkeypatch.delenv("MISTRAL_API_KEY", raising=False)
 
 
 @pytest.fixture
@@ -328,7 +330,6 @@ def test_test_tries_a_typed_key_before_it_is_saved_and_says_when_none_is_set(
 ) -> None:
     from tests.servers.mistral import MistralFim
 
-    monkeypatch.delenv("MISTRAL_API_KEY", raising=False)
     key = "sk-typed-in-the-panel-0123"
     with LoopbackServer.in_thread(MistralFim(default=Reply(text="a + b"), api_key=key)) as server:
         window = open_window(qtbot, config, panel_bridge)
@@ -348,3 +349,41 @@ def test_test_tries_a_typed_key_before_it_is_saved_and_says_when_none_is_set(
         qtbot.waitUntil(lambda: backends.result.text().startswith(("✓", "✗")), timeout=10000)
         assert backends.result.text().startswith("✓ 'a + b' in "), backends.result.text()
     assert key not in config.read_text()
+
+
+def test_dragging_a_backend_reorders_the_list_and_the_chain(qtbot: QtBot, config: Path) -> None:
+    from PySide6.QtCore import QModelIndex
+
+    window = open_window(qtbot, config)
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    # What a drop does to the list's model: codestral moves above local.
+    assert backends.list.model().moveRow(QModelIndex(), 1, QModelIndex(), 0)
+    assert [b["name"] for b in window.draft.data["backends"]] == ["codestral", "local"]
+    assert window.draft.data["routing"]["default"] == ["codestral", "local"]
+    assert window.save()
+    assert parse_settings(config.read_text(), environ={}).routing.default == [
+        "codestral",
+        "local",
+    ]
+    assert "# the box under my desk" in config.read_text()
+
+
+def test_a_stored_key_can_be_removed(
+    qtbot: QtBot, config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import keyring
+    from PySide6.QtWidgets import QMessageBox
+
+    keyring.set_password("anyfill", "codestral", "sk-old-key-0123456789")
+    window = open_window(qtbot, config)
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    backends.list.setCurrentRow(1)
+    assert backends.key_status.text() == "a key is stored in the system keyring"
+    # The user answers Yes to "Remove the API key of 'codestral' ...?".
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    qtbot.mouseClick(backends.forget, Qt.MouseButton.LeftButton)
+    assert keyring.get_password("anyfill", "codestral") is None
+    assert backends.key_status.text() == "no key stored and $MISTRAL_API_KEY is not set"
+    assert not backends.forget.isEnabled()
