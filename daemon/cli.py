@@ -147,9 +147,16 @@ def settings_cmd(state: CliState) -> int:
     from importlib.metadata import entry_points
 
     # The panel is Qt (anyfill.ui): found through its entry point, the core never imports Qt.
+    from anyfill.config.model import Settings
+    from anyfill.config.store import InvalidConfig
+
+    try:
+        settings = state.settings()
+    except InvalidConfig:
+        settings = Settings()  # the panel reads the file itself and shows its problems
     for entry in entry_points(group="anyfill.frontends", name="settings"):
         frontend: Callable[[Settings, Path], int] = entry.load()
-        return frontend(state.settings(), state.resolved_config_path())
+        return frontend(settings, state.resolved_config_path())
     raise click.ClickException("the settings panel is not installed (anyfill.ui, PySide6)")
 
 

@@ -26,7 +26,7 @@ def run_settings(settings: Settings, path: Path) -> int:
     """The ``settings`` front end: ``settings`` (file + environment) are those the command
     line read; the panel edits the file's own values, read again from ``path``."""
     del settings
-    from PySide6.QtWidgets import QApplication, QMessageBox
+    from PySide6.QtWidgets import QApplication
 
     from anyfill.ui.bridge import CoreBridge
     from anyfill.ui.settings import show_settings
@@ -39,14 +39,7 @@ def run_settings(settings: Settings, path: Path) -> int:
     try:
         editing = load_for_editing(path)
     except InvalidConfig as exc:
-        QMessageBox.critical(
-            None,
-            "anyfill settings",
-            "The configuration file has problems the panel cannot show; fix them in a text "
-            "editor first (anyfill config validate):\n\n"
-            + "\n".join(problem.render(exc.path or str(path)) for problem in exc.problems),
-        )
-        return 2
+        return _report_invalid(path, exc)
     bridge = CoreBridge(editing, runner=panel_core)
     bridge.start()
     try:
@@ -56,3 +49,22 @@ def run_settings(settings: Settings, path: Path) -> int:
         return int(app.exec())
     finally:
         bridge.stop()
+
+
+def _report_invalid(path: Path, exc: InvalidConfig) -> int:
+    """The panel edits valid settings only: name each problem and offer the file."""
+    from PySide6.QtCore import QUrl
+    from PySide6.QtGui import QDesktopServices
+    from PySide6.QtWidgets import QMessageBox
+
+    box = QMessageBox(QMessageBox.Icon.Critical, "anyfill settings", "")
+    box.setText("The configuration file has problems; fix them, then open the settings again.")
+    box.setInformativeText(
+        "\n".join(problem.render(exc.path or str(path)) for problem in exc.problems)
+    )
+    open_file = box.addButton("Open the file", QMessageBox.ButtonRole.AcceptRole)
+    box.addButton(QMessageBox.StandardButton.Close)
+    box.exec()
+    if box.clickedButton() is open_file:
+        QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+    return 2
