@@ -102,6 +102,8 @@ def child(out: Path, config: Path, url: str) -> None:
         if name == "apps":
             window.pages[index].table.setCurrentCell(0, 0)  # type: ignore[attr-defined]
         shoot(name)
+        if name == "hotkeys":
+            window.draft.revert()
     # A field the models refuse: named next to it, Save off.
     window.nav.setCurrentRow(0)
     backends.list.setCurrentRow(1)  # type: ignore[attr-defined]

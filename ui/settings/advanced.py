@@ -63,10 +63,24 @@ class AdvancedPage(QWidget):
         form.layout_.addRow("", reset)
         form.note("Reset fills every page with the defaults; nothing changes until you Save.")
         self.form = form
+        ui = Form(draft, ("ui",))
+        ui.section("Tray and preview")
+        ui.check(
+            "Show notifications (a backend down, a key refused, a hotkey taken)", ["notifications"]
+        )
+        ui.integer("Preview font size", ["preview_font_size"], suffix=" pt")
+        ui.integer(
+            "History",
+            ["history_size"],
+            suffix=" completions",
+            tip="How many recent completions the tray keeps",
+        )
         layout = QVBoxLayout(self)
         layout.addWidget(form)
+        layout.addWidget(ui)
         layout.addStretch()
         form.refresh()
+        ui.refresh()
 
     def open_logs(self) -> None:
         directory = log_dir()

@@ -58,10 +58,24 @@ class CapturePage(QWidget):
         insert.integer(
             "Put the clipboard back at the latest after", ["restore_timeout_ms"], suffix=" ms"
         )
+        completion = Form(draft, ("completion",))
+        completion.section("The request")
+        completion.choice(
+            "One line only",
+            ["single_line"],
+            [
+                ("auto", "when text follows the caret on its line"),
+                ("always", "always"),
+                ("never", "never"),
+            ],
+        )
+        completion.integer("Send at most, before", ["max_prefix_chars"], suffix=" chars")
+        completion.integer("and after the caret", ["max_suffix_chars"], suffix=" chars")
         body = QWidget()
         inner = QVBoxLayout(body)
         inner.addWidget(capture)
         inner.addWidget(insert)
+        inner.addWidget(completion)
         inner.addStretch()
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
@@ -69,6 +83,10 @@ class CapturePage(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(scroll)
-        self.forms = (capture, insert)
+        self.forms = (capture, insert, completion)
         for form in self.forms:
+            # One label column for the three sections, so their fields line up.
+            for row in form.rows:
+                if row.label is not None:
+                    row.label.setMinimumWidth(250)
             form.refresh()

@@ -198,6 +198,20 @@ class Form(QWidget):
         self._add(label, key, edit, lambda v: edit.setText("" if v is None else str(v)), tip)
         return edit
 
+    def text_list(
+        self, label: str, key: Sequence[str], *, placeholder: str = "", tip: str = ""
+    ) -> QLineEdit:
+        """A list of strings written as ``a, b``."""
+        edit = QLineEdit()
+        edit.setPlaceholderText(placeholder)
+
+        def changed(text: str) -> None:
+            self.write(key, [part.strip() for part in text.split(",") if part.strip()])
+
+        edit.textEdited.connect(changed)
+        self._add(label, key, edit, lambda v: edit.setText(", ".join(v or [])), tip)
+        return edit
+
     def integer(
         self, label: str, key: Sequence[str], *, suffix: str = "", tip: str = ""
     ) -> QSpinBox:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from anyfill.config.model import UiConfig
 from anyfill.daemon.errors import ConfigError
 from anyfill.daemon.hotkeys import Hotkey, parse_hotkey
 from anyfill.ui.settings.draft import Draft
-from anyfill.ui.settings.fields import ERROR_STYLE, Form, HotkeyEdit, hint_label
+from anyfill.ui.settings.fields import ERROR_STYLE, Form, HotkeyEdit
 
 ACTIONS = (
     ("complete", "Complete", "complete and insert at the caret"),
@@ -52,16 +53,35 @@ class HotkeysPage(QWidget):
             suffix=" ms",
             tip="How long to wait for the user to let go of the keys",
         )
-        form.layout_.addRow(
-            hint_label(
-                "The preview popup's own keys (accept, next, dismiss) are set with the popup."
-            )
-        )
         self.form = form
         layout = QVBoxLayout(self)
         layout.addWidget(form)
+        popup = self._popup_keys(draft)
+        if popup is not None:
+            layout.addWidget(popup)
         layout.addStretch()
         form.refresh()
+
+    def _popup_keys(self, draft: Draft) -> Form | None:
+        """The preview popup's keys, taken only while it shows (``[ui]``), where this
+        version of the settings has them."""
+        fields = UiConfig.model_fields
+        if "preview_dismiss_key" not in fields:
+            return None
+        popup = Form(draft, ("ui",))
+        popup.section("While a preview shows")
+        popup.note("These keys are taken only while the preview popup is on screen.")
+        if "preview_accept_keys" in fields:
+            popup.text_list("Insert with", ["preview_accept_keys"], placeholder="<tab>, <enter>")
+        for key, label in (
+            ("preview_dismiss_key", "Dismiss"),
+            ("preview_next_key", "Next alternative"),
+            ("preview_previous_key", "Previous alternative"),
+        ):
+            if key in fields:
+                popup.hotkey(label, [key])
+        popup.refresh()
+        return popup
 
     def check(self, action: str, text: str) -> None:
         """Tell at once whether the recorded combination can work."""

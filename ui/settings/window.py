@@ -131,7 +131,13 @@ class SettingsWindow(QWidget):
         prefixes = {
             BackendsPage: ("backends",),
             RoutingPage: ("routing", ""),
-            HotkeysPage: ("hotkeys",),
+            HotkeysPage: (
+                "hotkeys",
+                "ui.preview_accept",
+                "ui.preview_dismiss",
+                "ui.preview_next",
+                "ui.preview_previous",
+            ),
             CapturePage: (
                 "capture",
                 "insert.mode",
@@ -142,7 +148,7 @@ class SettingsWindow(QWidget):
             ),
             AppsPage: ("insert.apps",),
             PrivacyPage: ("privacy",),
-            AdvancedPage: ("logging",),
+            AdvancedPage: ("logging", "ui.notifications", "ui.preview_font", "ui.history"),
         }
         for kind, starts in prefixes.items():
             if isinstance(page, kind):
