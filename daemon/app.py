@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from anyfill.daemon.desktop import Desktop
 from anyfill.daemon.errors import DesktopUnavailable
 from anyfill.daemon.heap import freeze_startup_objects
 from anyfill.daemon.hotkeys import Action, bindings_from
-from anyfill.daemon.log import set_log_text, setup_logging
+from anyfill.daemon.log import setup_logging
 from anyfill.daemon.pipeline import Pipeline
 from anyfill.daemon.reload import ConfigWatcher, Reloader, SwappableCompleter
 from anyfill.daemon.waiting import first_set
@@ -200,23 +201,38 @@ async def apply_settings(
     if (new.backends, new.routing, new.completion) != (old.backends, old.routing, old.completion):
         await completer.replace(new)  # requests in flight finish on the old backends
     pipeline.apply(new, capture_strategies(desktop, new))
-    logging.getLogger("anyfill").setLevel(new.logging.level)
-    set_log_text(new.privacy.log_text)
+    if (new.logging, new.privacy.log_text) != (old.logging, old.privacy.log_text):
+        configure_logging(new)
     core.settings = new
     core.announce()
     return notes
 
 
-def run_daemon(
-    settings: Settings, *, headless: bool, debug: bool = False, config_path: Path | None = None
-) -> None:
-    path = setup_logging(
-        level="DEBUG" if debug else settings.logging.level,
+def configure_logging(settings: Settings) -> Path | None:
+    """The log as ``[logging]`` and ``privacy.log_text`` say (``--debug`` keeps DEBUG)."""
+    return setup_logging(
+        level="DEBUG" if _debug else settings.logging.level,
         to_file=settings.logging.file,
         max_bytes=settings.logging.max_bytes,
         backups=settings.logging.backups,
         log_text=settings.privacy.log_text,
     )
+
+
+_debug = False
+"""``anyfill --debug``: DEBUG logs whatever the file says, also after a reload."""
+
+
+def run_daemon(
+    settings: Settings, *, headless: bool, debug: bool = False, config_path: Path | None = None
+) -> None:
+    global _debug  # noqa: PLW0603 - one process-wide switch from the command line
+    _debug = debug
+    if config_path is not None:
+        # Every part that asks for the default path (the tray's core, a settings panel it
+        # starts) then watches and edits the file this daemon was started with.
+        os.environ["ANYFILL_CONFIG"] = str(config_path)
+    path = configure_logging(settings)
     if path:
         log.info("logging to %s", path)
     if not headless:

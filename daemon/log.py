@@ -16,14 +16,7 @@ from pathlib import Path
 
 import platformdirs
 
-__all__ = [
-    "Private",
-    "RedactingFilter",
-    "log_dir",
-    "register_secret",
-    "set_log_text",
-    "setup_logging",
-]
+__all__ = ["Private", "RedactingFilter", "log_dir", "register_secret", "setup_logging"]
 
 _secrets: set[str] = set()
 _secrets_lock = threading.Lock()
@@ -81,12 +74,6 @@ class RedactingFilter(logging.Filter):
         if record.exc_text:
             record.exc_text = redact(record.exc_text)
         return True
-
-
-def set_log_text(show: bool) -> None:
-    """The ``privacy.log_text`` switch, changed while running (settings reload)."""
-    global _show_text  # noqa: PLW0603 - one process-wide privacy switch
-    _show_text = show
 
 
 def log_dir() -> Path:

@@ -168,3 +168,18 @@ def test_a_changed_hotkey_works_at_once_and_a_taken_one_keeps_the_old(
     prepare_hello_world(x, qt)
     count = press_and_wait_request(x, live, new_server, "alt+r")
     assert live.wait_outcome(count + 1).status == "inserted"
+
+
+def test_the_log_level_changes_at_once(
+    x: XSession, qt: QtTarget, live: Daemon, second: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    _, new_server = second
+    reloaded = reloads(live)
+    debug = config_for(new_server.url).replace('level = "INFO"', 'level = "DEBUG"')
+    save_atomically(live.config_path, debug)
+    wait_until(lambda: reloads(live) > reloaded, 5, "the reload")
+    assert "anyfill: DEBUG:" not in live.log()
+    prepare_hello_world(x, qt)
+    count = press_and_wait_request(x, live, new_server, PRESS)
+    assert live.wait_outcome(count + 1).status == "inserted"
+    assert "anyfill: DEBUG: hotkey: complete" in live.log()
