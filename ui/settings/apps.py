@@ -25,9 +25,8 @@ from PySide6.QtWidgets import (
 from anyfill.daemon.x11.probe import WindowInfo, open_windows, pick_window
 from anyfill.ui.bridge import CoreBridge
 from anyfill.ui.settings.capture import STRATEGIES
-from anyfill.ui.settings.draft import Draft
+from anyfill.ui.settings.draft import Draft, empty_rule
 from anyfill.ui.settings.fields import Form
-from anyfill.ui.settings.privacy import _empty_rule
 
 COLUMNS = ("Window class", "Title", "What applies")
 MODES = (
@@ -188,7 +187,7 @@ class AppsPage(QWidget):
         self.form.set_base(("insert", "apps", row) if valid else None)
 
     def add(self, window: WindowInfo | None) -> None:
-        rule = _empty_rule()
+        rule = empty_rule()
         if window is not None:
             rule["match"] = exact(window.wm_class)
         # New rules go first: the first match wins, and a new rule is meant to apply.

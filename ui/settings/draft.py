@@ -16,7 +16,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from anyfill.config.edit import problems_of, save_settings
-from anyfill.config.model import Settings
+from anyfill.config.model import AppRule, Settings
 from anyfill.config.store import default_config_text, parse_settings
 
 KeyPath = tuple[str | int, ...]
@@ -31,6 +31,11 @@ def dotted(path: Sequence[str | int]) -> str:
         else:
             out += f".{part}" if out else part
     return out
+
+
+def empty_rule() -> dict[str, Any]:
+    """A new per-application rule as the draft holds it (every field, unset)."""
+    return AppRule(match=".").model_dump(mode="json") | {"match": ""}
 
 
 def load_for_editing(path: Path) -> Settings:

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from anyfill.ui.settings.draft import Draft
+from anyfill.ui.settings.draft import Draft, empty_rule
 from anyfill.ui.settings.fields import Form, hint_label
 
 
@@ -80,7 +80,7 @@ class PrivacyPage(QWidget):
         )
         if ok and pattern.strip():
             self.draft.data["insert"]["apps"].insert(
-                0, {**_empty_rule(), "match": pattern.strip(), "disabled": True}
+                0, {**empty_rule(), "match": pattern.strip(), "disabled": True}
             )
             self.draft.touch()
             self.draft.reloaded.emit()
@@ -92,16 +92,3 @@ class PrivacyPage(QWidget):
             del self.draft.data["insert"]["apps"][denied[row]]
             self.draft.touch()
             self.draft.reloaded.emit()
-
-
-def _empty_rule() -> dict[str, object]:
-    return {
-        "match": "",
-        "title": "",
-        "disabled": False,
-        "mode": None,
-        "capture": None,
-        "paste_keys": None,
-        "copy_keys": None,
-        "backends": None,
-    }

@@ -387,3 +387,37 @@ def test_a_stored_key_can_be_removed(
     assert keyring.get_password("anyfill", "codestral") is None
     assert backends.key_status.text() == "no key stored and $MISTRAL_API_KEY is not set"
     assert not backends.forget.isEnabled()
+
+
+def test_a_rule_picked_from_a_window_with_a_title_and_its_own_backend_is_saved(
+    qtbot: QtBot, config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from PySide6.QtWidgets import QInputDialog
+
+    from anyfill.daemon.x11.probe import WindowInfo
+
+    window = open_window(qtbot, config)
+    apps = page(window, AppsPage)
+    assert isinstance(apps, AppsPage)
+    apps.add(WindowInfo("Firefox", "Navigator", "Inbox - Webmail"))
+    assert apps.match.text() == "^Firefox$"
+    qtbot.keyClicks(apps.title_edit, "(?i)webmail")
+    chain = next(row for row in apps.form.rows if row.key == ("backends",)).editor
+    chain.list.item(0).setCheckState(Qt.CheckState.Checked)  # type: ignore[attr-defined]
+    assert apps.table.item(0, 2).text() == "backends: local"
+
+    privacy = page(window, PrivacyPage)
+    assert isinstance(privacy, PrivacyPage)
+    monkeypatch.setattr(QInputDialog, "getText", lambda *a, **k: ("(?i)^signal$", True))
+    privacy.add()
+    denied = [privacy.denylist.item(i).text() for i in range(privacy.denylist.count())]
+    assert denied[0] == "(?i)^signal$"
+    assert "keepassxc" in denied[1]  # the default rule for password managers
+    assert window.save()
+    rules = parse_settings(config.read_text(), environ={}).insert.apps
+    assert [(r.match, r.title, r.disabled, r.backends) for r in rules[:2]] == [
+        ("(?i)^signal$", "", True, None),
+        ("^Firefox$", "(?i)webmail", False, ["local"]),
+    ]
+    # The file never listed rules: the defaults are written after the new ones.
+    assert [r.disabled for r in rules[2:]] == [False, True]
