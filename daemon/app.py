@@ -191,6 +191,9 @@ async def apply_settings(
 ) -> list[str]:
     """Put ``new`` in force while running; returns what could not be applied as written."""
     notes: list[str] = []
+    # First what may fail (building clients): a failure then leaves the old settings whole.
+    if (new.backends, new.routing, new.completion) != (old.backends, old.routing, old.completion):
+        await completer.replace(new)  # requests in flight finish on the old backends
     if new.hotkeys != old.hotkeys and desktop.hotkeys is not None:
         notes = desktop.hotkeys.rebind(
             bindings_from(new.hotkeys.complete, new.hotkeys.preview, new.hotkeys.cancel)
@@ -198,8 +201,6 @@ async def apply_settings(
         # The settings in force say which combinations are really grabbed.
         for action, hotkey in desktop.hotkeys.in_force().items():
             setattr(new.hotkeys, action, str(hotkey))
-    if (new.backends, new.routing, new.completion) != (old.backends, old.routing, old.completion):
-        await completer.replace(new)  # requests in flight finish on the old backends
     pipeline.apply(new, capture_strategies(desktop, new))
     if (new.logging, new.privacy.log_text) != (old.logging, old.privacy.log_text):
         configure_logging(new)
