@@ -16,6 +16,7 @@ __all__ = [
     "KeyStatus",
     "delete_api_key",
     "key_status",
+    "move_api_key",
     "resolve_api_key",
     "store_api_key",
 ]
@@ -78,6 +79,16 @@ def delete_api_key(name: str) -> bool:
         return False
     except keyring.errors.KeyringError as exc:
         raise ConfigError(f"the system keyring failed: {exc}") from exc
+    return True
+
+
+def move_api_key(old_name: str, new_name: str) -> bool:
+    """A renamed backend keeps its key: move the keyring entry unless the new name has one."""
+    key = _keyring_get(old_name)
+    if not key or _keyring_get(new_name):
+        return False
+    store_api_key(new_name, key)
+    delete_api_key(old_name)
     return True
 
 

@@ -192,7 +192,7 @@ class Draft(QObject):
 
     def save(self) -> Settings:
         """Write the changed keys to the file (atomically) and the typed keys to the keyring."""
-        from anyfill.config.secrets import store_api_key
+        from anyfill.config.secrets import move_api_key, store_api_key
 
         after = self.settings()
         renamed = {
@@ -201,6 +201,8 @@ class Draft(QObject):
             if origin is not None and origin != backend.name
         }
         saved = save_settings(self.path, self.saved, after, renamed)
+        for new_name, old_name in renamed.items():
+            move_api_key(old_name, new_name)
         for backend, key in zip(after.backends, self.typed_keys, strict=True):
             if key.strip():
                 store_api_key(backend.name, key)

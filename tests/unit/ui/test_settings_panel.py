@@ -421,3 +421,18 @@ def test_a_rule_picked_from_a_window_with_a_title_and_its_own_backend_is_saved(
     ]
     # The file never listed rules: the defaults are written after the new ones.
     assert [r.disabled for r in rules[2:]] == [False, True]
+
+
+def test_a_renamed_backend_keeps_its_stored_key(qtbot: QtBot, config: Path) -> None:
+    import keyring
+
+    keyring.set_password("anyfill", "codestral", "sk-kept-0123456789")
+    window = open_window(qtbot, config)
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    backends.list.setCurrentRow(1)
+    retype(qtbot, backends.name, "mistral")
+    assert window.save()
+    assert keyring.get_password("anyfill", "mistral") == "sk-kept-0123456789"
+    assert keyring.get_password("anyfill", "codestral") is None
+    assert 'name = "mistral"' in config.read_text()
