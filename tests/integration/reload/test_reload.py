@@ -4,7 +4,10 @@ watcher turns each settled version of the file into applied or rejected settings
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
+
+import pytest
 
 from anyfill.config.model import BackendConfig, RoutingConfig, Settings
 from anyfill.daemon.app import default_completer
@@ -119,3 +122,33 @@ async def test_the_watcher_applies_good_versions_and_rejects_bad_ones(
         assert event.changed == ("backends", "routing")
         assert [b.name for b in reloader.current.backends] == ["second"]
         assert applied[0][0] is current
+
+
+async def test_two_actions_on_one_hotkey_and_a_removed_file_change_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from anyfill.daemon.app import check_hotkeys
+
+    path = tmp_path / "config.toml"
+    path.write_text("")
+    bus = EventBus()
+    events = bus.subscribe(SettingsApplied, SettingsRejected)
+    applied: list[Settings] = []
+
+    async def apply(old: Settings, new: Settings) -> list[str]:
+        applied.append(new)
+        return []
+
+    reloader = Reloader(path, Settings(), apply, bus, environ={}, check=check_hotkeys)
+    caplog.set_level(logging.WARNING, logger="anyfill.reload")
+    async with ConfigWatcher(path, reloader.on_text, poll_s=0.02):
+        path.write_text('[hotkeys]\npreview = "<ctrl>+<alt>+<space>"\n')
+        rejected = await asyncio.wait_for(events.__anext__(), 5)
+        assert isinstance(rejected, SettingsRejected)
+        assert rejected.problems == (
+            f"{path}: hotkeys.preview and hotkeys.complete are both <ctrl>+<alt>+<space>",
+        )
+        path.unlink()
+        await asyncio.sleep(0.2)
+        assert f"{path} was removed; the settings in force stay" in caplog.text
+    assert applied == []
