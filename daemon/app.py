@@ -157,6 +157,11 @@ async def serve_core(
 
         path = core.config_path or default_config_path()
         reloader = Reloader(path, settings, apply, core.bus, check=check_hotkeys)
+        # `anyfill status` names a broken file until it is fixed (the tray shows it too).
+        commands.add_status_section(
+            "config",
+            lambda: "; ".join(reloader.rejected) if reloader.rejected else f"{path}: in force",
+        )
         await control.start_serving()
         freeze_startup_objects()
         async with ConfigWatcher(path, reloader.on_text):

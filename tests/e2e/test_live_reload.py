@@ -124,6 +124,9 @@ def test_a_broken_edit_keeps_the_last_good_settings_and_names_the_line(
     )
     wait_until(lambda: expected in live.log(), 5, "the error in the log")
     assert "the last good settings stay in force" in live.log()
+    code, status = live.cli("status")
+    assert code == 0
+    assert f"config: {expected}" in status
     prepare_hello_world(x, qt)
     count = press_and_wait_request(x, live, new_server, PRESS)
     assert live.wait_outcome(count + 1).status == "inserted"
@@ -131,6 +134,7 @@ def test_a_broken_edit_keeps_the_last_good_settings_and_names_the_line(
     # Fixed again: applied, and said so.
     save_atomically(live.config_path, good)
     wait_until(lambda: f"{live.config_path} is valid again" in live.log(), 5, "the recovery")
+    assert f"config: {live.config_path}: in force" in live.cli("status")[1]
 
 
 def test_a_changed_hotkey_works_at_once_and_a_taken_one_keeps_the_old(
