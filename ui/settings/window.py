@@ -41,6 +41,18 @@ from anyfill.ui.settings.routing import RoutingPage
 UI_STATE = ("anyfill", "settings-window")
 
 
+def daemon_running() -> bool:
+    """Whether an anyfill answers on this user's control socket (it watches the file)."""
+    from anyfill.daemon.control.client import call
+    from anyfill.daemon.errors import ControlError
+
+    try:
+        call("ping", timeout_s=1.0)
+    except ControlError:
+        return False
+    return True
+
+
 class SettingsWindow(QWidget):
     """``SettingsWindow(bridge)``; ``bridge`` runs backend tests and reports reloads."""
 
@@ -163,12 +175,11 @@ class SettingsWindow(QWidget):
         except AnyfillError as exc:
             QMessageBox.critical(self, "Not saved", str(exc))
             return False
-        running = self.bridge is not None and self.bridge.running
         self.problem.setStyleSheet("")
         self.problem.setText(
             "Saved. The running anyfill applies it at once."
-            if running
-            else f"Saved to {self.path}."
+            if daemon_running()
+            else "Saved. anyfill uses it from its next start."
         )
         self.update_state()
         return True

@@ -4,8 +4,12 @@ their field and Save stays off; Test sends a real completion through the bridge.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import re
+import shutil
+import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,11 +63,18 @@ log_text = false  # never
 
 
 @pytest.fixture(autouse=True)
-def isolated(tmp_path: Path, file_keyring: object, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Qt's own settings (window size, last page) and the keyring in a temporary place; no
-    API key from the environment of whoever runs the tests."""
+def isolated(
+    tmp_path: Path, file_keyring: object, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """Qt's own settings (window size, last page), the keyring and the control socket's
+    directory in temporary places; no API key from the environment of whoever runs the tests."""
     QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, str(tmp_path))
     monkeypatch.delenv("MISTRAL_API_KEY", raising=False)
+    runtime = Path(tempfile.mkdtemp(prefix="afp-"))  # a socket path must stay short
+    runtime.chmod(0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    yield runtime
+    shutil.rmtree(runtime, ignore_errors=True)
 
 
 @pytest.fixture
@@ -143,7 +154,7 @@ def test_changes_on_several_pages_save_exactly_those_keys(qtbot: QtBot, config: 
         '+complete = "<ctrl>+<alt>+j"  # the one I use',
         "+mqtt_text = true",
     ]
-    assert "Saved" in window.problem.text()
+    assert window.problem.text() == "Saved. anyfill uses it from its next start."
     assert not window.save_button.isEnabled()
 
 
@@ -436,3 +447,41 @@ def test_a_renamed_backend_keeps_its_stored_key(qtbot: QtBot, config: Path) -> N
     assert keyring.get_password("anyfill", "mistral") == "sk-kept-0123456789"
     assert keyring.get_password("anyfill", "codestral") is None
     assert 'name = "mistral"' in config.read_text()
+
+
+@pytest.fixture
+def running_daemon() -> Iterator[None]:
+    """Something answering ``ping`` on this user's control socket, as a daemon does."""
+    from anyfill.daemon.control.commands import Commands
+    from anyfill.daemon.control.server import ControlServer
+
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+    ready = threading.Event()
+
+    async def serve() -> None:
+        commands = Commands()
+        commands.register("ping", lambda args: {"commands": commands.summaries()})
+        async with ControlServer(commands) as server:
+            await server.start_serving()
+            ready.set()
+            await stop.wait()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),))
+    thread.start()
+    assert ready.wait(10)
+    yield
+    loop.call_soon_threadsafe(stop.set)
+    thread.join(10)
+    loop.close()
+
+
+def test_saving_says_the_running_anyfill_applies_it(
+    qtbot: QtBot, config: Path, running_daemon: None
+) -> None:
+    window = open_window(qtbot, config)
+    routing = page(window, RoutingPage)
+    assert isinstance(routing, RoutingPage)
+    routing.hedge.setValue(300)
+    assert window.save()
+    assert window.problem.text() == "Saved. The running anyfill applies it at once."
