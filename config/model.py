@@ -167,6 +167,18 @@ class HotkeysConfig(Section):
     def _valid(cls, value: str) -> str:
         return _check_hotkey(value)
 
+    @model_validator(mode="after")
+    def _distinct(self) -> HotkeysConfig:
+        # Modifiers may come in any order: one set of parts is one combination.
+        seen: dict[frozenset[str], str] = {}
+        for action in ("complete", "preview", "cancel"):
+            value: str = getattr(self, action)
+            combination = frozenset(value.split("+"))
+            if combination in seen:
+                raise ValueError(f"{action} and {seen[combination]} are both {value}")
+            seen[combination] = action
+        return self
+
 
 CaptureStrategy = Literal["accessibility", "keyboard", "clipboard"]
 

@@ -146,7 +146,7 @@ async def test_two_actions_on_one_hotkey_and_a_removed_file_change_nothing(
         rejected = await asyncio.wait_for(events.__anext__(), 5)
         assert isinstance(rejected, SettingsRejected)
         assert rejected.problems == (
-            f"{path}: hotkeys.preview and hotkeys.complete are both <ctrl>+<alt>+<space>",
+            f"{path}:1: hotkeys: preview and complete are both <ctrl>+<alt>+<space>",
         )
         path.unlink()
         await asyncio.sleep(0.2)

@@ -485,3 +485,17 @@ def test_saving_says_the_running_anyfill_applies_it(
     routing.hedge.setValue(300)
     assert window.save()
     assert window.problem.text() == "Saved. The running anyfill applies it at once."
+
+
+def test_one_combination_for_two_actions_is_refused_before_saving(
+    qtbot: QtBot, config: Path
+) -> None:
+    window = open_window(qtbot, config)
+    hotkeys = page(window, HotkeysPage)
+    assert isinstance(hotkeys, HotkeysPage)
+    ctrl_alt = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier
+    record(qtbot, hotkeys.edits["preview"], Qt.Key.Key_Space, ctrl_alt)
+    assert window.problem.text() == "hotkeys: preview and complete are both <ctrl>+<alt>+<space>"
+    assert not window.save_button.isEnabled()
+    nav = window.nav.item(window.pages.index(hotkeys))
+    assert nav.foreground().color() == Qt.GlobalColor.red
