@@ -7,6 +7,7 @@ the panel's backend tests and window picking, through the one bridge.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 from anyfill.config.model import Settings
 from anyfill.config.store import InvalidConfig
 from anyfill.daemon.core import Core
+from anyfill.daemon.errors import DesktopUnavailable
 
 
 async def panel_core(core: Core, stop: asyncio.Event, ready: Callable[[], None]) -> None:
@@ -26,6 +28,12 @@ def run_settings(settings: Settings, path: Path) -> int:
     """The ``settings`` front end: ``settings`` (file + environment) are those the command
     line read; the panel edits the file's own values, read again from ``path``."""
     del settings
+    if not any(os.environ.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")):
+        # Qt would abort the process with a core dump; say what is missing instead.
+        raise DesktopUnavailable(
+            "the settings panel needs a display (DISPLAY or WAYLAND_DISPLAY is not set); "
+            f"without one, edit {path} and check it with 'anyfill config validate'"
+        )
     from PySide6.QtWidgets import QApplication
 
     from anyfill.ui.bridge import CoreBridge

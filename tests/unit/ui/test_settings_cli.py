@@ -54,3 +54,25 @@ async def test_a_running_tray_is_asked_to_show_its_settings_window(
     assert result.returncode == 0, result.stderr
     assert result.stdout == "the running anyfill opened its settings window\n"
     assert shown == [{}]
+
+
+def test_without_a_display_it_says_so_instead_of_crashing(runtime: Path, tmp_path: Path) -> None:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
+    }
+    config = tmp_path / "config.toml"
+    result = subprocess.run(
+        [sys.executable, "-m", "anyfill.daemon.launcher", "--config", str(config), "settings"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        "anyfill: error: the settings panel needs a display (DISPLAY or WAYLAND_DISPLAY is not "
+        f"set); without one, edit {config} and check it with 'anyfill config validate'\n"
+    )
