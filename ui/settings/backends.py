@@ -275,7 +275,7 @@ class BackendsPage(QWidget):
             return
         row = self.list.row(item)
         on = item.checkState() == Qt.CheckState.Checked
-        self.draft.set(("backends", row, "enabled"), on)
+        self.draft.set_enabled(row, on)
 
     def _dragged(self, *_: object) -> None:
         # The list moved an item: find where each backend went and apply it to the draft.

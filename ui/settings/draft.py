@@ -123,6 +123,19 @@ class Draft(QObject):
                     rule["backends"] = [new_name if n == old else n for n in rule["backends"]]
         self.touch()
 
+    def set_enabled(self, index: int, enabled: bool) -> None:
+        """A disabled backend leaves the default chain (a chain naming it would fail every
+        request); enabled again, it rejoins at its place in the list."""
+        backend = self.data["backends"][index]
+        backend["enabled"] = enabled
+        routing = self.data["routing"]["default"]
+        if not enabled:
+            routing[:] = [name for name in routing if name != backend["name"]]
+        elif backend["name"] not in routing:
+            routing.append(backend["name"])
+            self._sort_chain()
+        self.touch()
+
     def unique_backend_name(self, wanted: str) -> str:
         names = {b["name"] for b in self.data["backends"]}
         if wanted not in names:

@@ -499,3 +499,18 @@ def test_one_combination_for_two_actions_is_refused_before_saving(
     assert not window.save_button.isEnabled()
     nav = window.nav.item(window.pages.index(hotkeys))
     assert nav.foreground().color() == Qt.GlobalColor.red
+
+
+def test_a_disabled_backend_leaves_the_chain_and_rejoins_at_its_place(
+    qtbot: QtBot, config: Path
+) -> None:
+    window = open_window(qtbot, config)
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    backends.list.item(0).setCheckState(Qt.CheckState.Unchecked)  # local
+    assert window.draft.data["routing"]["default"] == ["codestral"]
+    assert window.save()
+    saved = parse_settings(config.read_text(), environ={})
+    assert (saved.backends[0].enabled, saved.routing.default) == (False, ["codestral"])
+    backends.list.item(0).setCheckState(Qt.CheckState.Checked)
+    assert window.draft.data["routing"]["default"] == ["local", "codestral"]
