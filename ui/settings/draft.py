@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, Signal
 from anyfill.config.edit import problems_of, save_settings
 from anyfill.config.model import AppRule, Settings
 from anyfill.config.store import default_config_text, parse_settings
+from anyfill.daemon.errors import ConfigError
 
 KeyPath = tuple[str | int, ...]
 
@@ -42,6 +43,15 @@ def load_for_editing(path: Path) -> Settings:
     """The file's own settings, without ``ANYFILL_*`` overrides (those never get saved)."""
     text = path.read_text("utf-8") if path.exists() else default_config_text()
     return parse_settings(text, path=str(path), environ={})
+
+
+class ChangedOnDisk(ConfigError):
+    """The file changed on disk since the panel read it."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            "another program changed the file since the settings window read it", path=path
+        )
 
 
 class Draft(QObject):
@@ -200,20 +210,36 @@ class Draft(QObject):
         self.touch()
         self.reloaded.emit()
 
+    def reload_from_disk(self) -> None:
+        """Show the file as it is now; changes made here are dropped."""
+        self.saved = load_for_editing(self.path)
+        self.replace(self.saved, keep_origins=False)
+
     def revert(self) -> None:
         self.replace(self.saved, keep_origins=False)
 
-    def save(self) -> Settings:
-        """Write the changed keys to the file (atomically) and the typed keys to the keyring."""
+    def save(self, *, overwrite: bool = False) -> Settings:
+        """Write the changed keys to the file (atomically) and the typed keys to the keyring.
+
+        Raises :class:`ChangedOnDisk` when another program changed the file since it was
+        read (an editor, a second panel): ``overwrite`` then writes these settings over it,
+        still keeping its comments; without it nothing is written.
+        """
         from anyfill.config.secrets import move_api_key, store_api_key
 
         after = self.settings()
+        on_disk = load_for_editing(self.path)  # InvalidConfig: a broken file is not guessed at
+        before = self.saved
+        if on_disk != self.saved:
+            if not overwrite:
+                raise ChangedOnDisk(str(self.path))
+            before = on_disk  # the tables to keep are those the file holds now
         renamed = {
             backend.name: origin
             for backend, origin in zip(after.backends, self.origins, strict=True)
             if origin is not None and origin != backend.name
         }
-        saved = save_settings(self.path, self.saved, after, renamed)
+        saved = save_settings(self.path, before, after, renamed)
         for new_name, old_name in renamed.items():
             move_api_key(old_name, new_name)
         for backend, key in zip(after.backends, self.typed_keys, strict=True):

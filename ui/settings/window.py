@@ -31,7 +31,7 @@ from anyfill.ui.settings.advanced import AdvancedPage
 from anyfill.ui.settings.apps import AppsPage
 from anyfill.ui.settings.backends import BackendsPage
 from anyfill.ui.settings.capture import CapturePage
-from anyfill.ui.settings.draft import Draft, load_for_editing
+from anyfill.ui.settings.draft import ChangedOnDisk, Draft, load_for_editing
 from anyfill.ui.settings.fields import ERROR_STYLE
 from anyfill.ui.settings.hotkeys import HotkeysPage
 from anyfill.ui.settings.privacy import PrivacyPage
@@ -172,6 +172,9 @@ class SettingsWindow(QWidget):
             return False
         try:
             self.draft.save()
+        except ChangedOnDisk:
+            if not self._overwrite_changed_file():
+                return False
         except AnyfillError as exc:
             QMessageBox.critical(self, "Not saved", str(exc))
             return False
@@ -183,6 +186,33 @@ class SettingsWindow(QWidget):
         )
         self.update_state()
         return True
+
+    def _overwrite_changed_file(self) -> bool:
+        """Another program changed the file meanwhile: overwrite it, or reload it."""
+        box = QMessageBox(
+            QMessageBox.Icon.Warning,
+            "The file changed",
+            f"Another program changed {self.path} since this window read it.",
+            parent=self,
+        )
+        box.setInformativeText(
+            "Save writes the settings shown here over it (its comments stay). Reload shows "
+            "the file as it is now and drops the changes made here."
+        )
+        save = box.addButton(QMessageBox.StandardButton.Save)
+        reload = box.addButton("Reload", QMessageBox.ButtonRole.DestructiveRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.exec()
+        clicked = box.clickedButton()
+        try:
+            if clicked is save:
+                self.draft.save(overwrite=True)
+                return True
+            if clicked is reload:
+                self.draft.reload_from_disk()
+        except AnyfillError as exc:
+            QMessageBox.critical(self, "Not saved", str(exc))
+        return False
 
     def _core_event(self, event: object) -> None:
         if isinstance(event, SettingsApplied) and event.path == str(self.path):

@@ -514,3 +514,41 @@ def test_a_disabled_backend_leaves_the_chain_and_rejoins_at_its_place(
     assert (saved.backends[0].enabled, saved.routing.default) == (False, ["codestral"])
     backends.list.item(0).setCheckState(Qt.CheckState.Checked)
     assert window.draft.data["routing"]["default"] == ["local", "codestral"]
+
+
+def test_a_file_changed_by_another_program_meanwhile_is_not_overwritten_unasked(
+    qtbot: QtBot, config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from PySide6.QtWidgets import QMessageBox
+
+    from anyfill.ui.settings.draft import ChangedOnDisk
+
+    window = open_window(qtbot, config)
+    routing = page(window, RoutingPage)
+    assert isinstance(routing, RoutingPage)
+    routing.hedge.setValue(300)
+    # Meanwhile, in a text editor: a new backend first, and a comment.
+    edited = USER_FILE.replace(
+        "# my anyfill settings: keep these comments\n",
+        "# my anyfill settings: keep these comments\n# edited in vim\n"
+        '[[backends]]\nname = "vim"\ntype = "ollama"\nurl = "http://127.0.0.1:11434"\n\n',
+    )
+    config.write_text(edited)
+    with pytest.raises(ChangedOnDisk):
+        window.draft.save()
+    assert config.read_text() == edited
+
+    # The user chooses Cancel: nothing is written, the edits here stay.
+    monkeypatch.setattr(QMessageBox, "exec", lambda self: 0)
+    monkeypatch.setattr(QMessageBox, "clickedButton", lambda self: None)
+    assert not window.save()
+    assert config.read_text() == edited
+    assert window.draft.dirty
+
+    # Then Save over it: the panel's settings win, the editor's table and comment stay whole.
+    saved = window.draft.save(overwrite=True)
+    text = config.read_text()
+    assert "# edited in vim" in text
+    assert "hedge_after_ms = 300" in text
+    assert [b.name for b in saved.backends] == ["local", "codestral"]
+    assert 'name = "local"   # the box under my desk' in text
