@@ -81,6 +81,9 @@ def _dump(settings: Settings) -> dict[str, Any]:
 def _merge_table(
     table: Any, old: Mapping[str, Any], new: Mapping[str, Any], renamed: Mapping[str, str]
 ) -> None:
+    for key in old:
+        if key not in new and key in table:
+            del table[key]  # a free-form map (headers, options) lost an entry
     for key, value in new.items():
         before = old.get(key)
         if value == before:

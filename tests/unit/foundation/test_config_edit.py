@@ -142,3 +142,16 @@ def test_every_preset_is_a_valid_backend() -> None:
         names
     )
     assert PRESETS[0].backend().url == "http://127.0.0.1:8080"
+
+
+def test_an_entry_removed_from_a_free_form_map_leaves_the_file() -> None:
+    text = USER_FILE.replace(
+        'url = "http://127.0.0.1:8080"\n',
+        'url = "http://127.0.0.1:8080"\n\n[backends.headers]\nX-Team = "blue"\nX-Keep = "1"\n',
+    )
+    before = parse_settings(text, environ={})
+    after = before.model_copy(deep=True)
+    del after.backends[0].headers["X-Team"]
+    new = render_changes(text, before, after)
+    assert changed_lines(text, new) == ['-X-Team = "blue"']
+    assert parse_settings(new, environ={}) == after
