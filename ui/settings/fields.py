@@ -194,8 +194,12 @@ class Form(QWidget):
         def changed(text: str) -> None:
             self.write(key, (text or None) if nullable else text)
 
+        def read(value: object) -> None:
+            edit.setText("" if value is None else str(value))
+            edit.setCursorPosition(0)  # a long pattern shows its beginning
+
         edit.textEdited.connect(changed)
-        self._add(label, key, edit, lambda v: edit.setText("" if v is None else str(v)), tip)
+        self._add(label, key, edit, read, tip)
         return edit
 
     def text_list(
