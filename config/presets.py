@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from anyfill.config.model import BackendConfig, BackendType
+from anyfill.config.model import MANAGED_DEFAULT_URL, BackendConfig, BackendType
 
 __all__ = ["PRESETS", "Preset"]
 
@@ -88,5 +88,12 @@ PRESETS: tuple[Preset, ...] = (
         "http://127.0.0.1:4000",
         key_env="LITELLM_API_KEY",
         note="the model name is the gateway's model alias",
+    ),
+    Preset(
+        "llama.cpp run by anyfill (nothing to install)",
+        "managed",
+        "llamacpp-managed",
+        MANAGED_DEFAULT_URL,
+        note="anyfill starts llama-server itself with the model 'anyfill model use' picked",
     ),
 )

@@ -140,6 +140,9 @@ async def serve_core(
         SwappableCompleter(completer_factory, core.bus) as completer,
     ):
         await completer.start(settings)
+        # Managed llama-servers start in the background, for the first engine and each new one.
+        starting: list[asyncio.Task[None]] = []
+        _start_managed_servers(completer.current, settings, starting)
         pipeline = Pipeline(
             desktop, completer, settings, capture_strategies(desktop, settings), bus=core.bus
         )
@@ -149,9 +152,12 @@ async def serve_core(
         install_builtins(commands, daemon_control)
 
         async def apply(old: Settings, new: Settings) -> list[str]:
+            engine_before = completer.current
             notes = await apply_settings(
                 core=core, desktop=desktop, completer=completer, pipeline=pipeline, old=old, new=new
             )
+            if completer.current is not engine_before:
+                _start_managed_servers(completer.current, new, starting)
             daemon_control.settings = new  # `anyfill status` shows what is in force
             return notes
 
@@ -175,9 +181,27 @@ async def serve_core(
                 pipelines.clear()
                 core.pipeline = None
                 await pipeline.aclose()
+                for task in starting:
+                    task.cancel()
         if desktop.lost.is_set() and not stop.is_set():
             raise DesktopUnavailable("the connection to the display was lost")
     log.info("anyfill stopped")
+
+
+def _start_managed_servers(
+    completer: object, settings: Settings, tasks: list[asyncio.Task[None]]
+) -> None:
+    """Start the managed llama-servers in the background, so the first completion finds the
+    model loaded (the engine stops them when it closes)."""
+    backends = getattr(completer, "backends", None)
+    if not backends:
+        return
+    from anyfill.daemon.managed.prestart import start_managed_servers
+
+    tasks[:] = [task for task in tasks if not task.done()]
+    tasks.append(
+        asyncio.create_task(start_managed_servers(backends, settings), name="managed-start")
+    )
 
 
 def check_hotkeys(settings: Settings) -> None:

@@ -176,6 +176,11 @@ class SwappableCompleter:
                 await self._close(old)
 
     @property
+    def current(self) -> Completer | None:
+        """The engine new requests go to."""
+        return self._current.completer if self._current is not None else None
+
+    @property
     def running(self) -> int:
         return len(self._owners)
 

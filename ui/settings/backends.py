@@ -39,8 +39,19 @@ from anyfill.ui.settings.fields import ERROR_STYLE, Form, hint_label
 #: Types that send a raw prompt (so a FIM template may apply) and types that cost money.
 TEMPLATE_TYPES = frozenset({"llamacpp", "ollama", "openai-completions"})
 CLOUD_TYPES = frozenset({"mistral-fim", "openai-chat", "anthropic", "gemini", "openai-completions"})
+MANAGED = "llamacpp-managed"
+#: The fields of ``[backends.server]``: how anyfill runs llama-server itself.
+MANAGED_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("server", "binary"),
+    ("server", "start"),
+    ("server", "context_size"),
+    ("server", "threads"),
+    ("server", "gpu_layers"),
+    ("server", "start_timeout_s"),
+)
 TYPE_LABELS = {
     "llamacpp": "llama.cpp server (native /infill)",
+    MANAGED: "llama.cpp run by anyfill (no server to start)",
     "ollama": "Ollama",
     "openai-completions": "OpenAI-compatible /v1/completions (vLLM, DeepSeek, LiteLLM…)",
     "mistral-fim": "Mistral FIM (Codestral)",
@@ -159,6 +170,22 @@ class BackendsPage(QWidget):
 
     def _build_details(self) -> None:
         form = self.form
+        if "server" in BackendConfig.model_fields:
+            self.server_heading = QLabel("<b>The llama-server anyfill runs</b>")
+            form.layout_.addRow(self.server_heading)
+            form.text("Program", ["server", "binary"], placeholder="(found on PATH)")
+            form.choice(
+                "Start it",
+                ["server", "start"],
+                [
+                    ("daemon", "with anyfill, unless a backend before it answers"),
+                    ("request", "at the first request that reaches it"),
+                ],
+            )
+            form.integer("Context", ["server", "context_size"], suffix=" tokens")
+            form.integer("CPU threads (0: auto)", ["server", "threads"])
+            form.integer("GPU layers (-1: default)", ["server", "gpu_layers"])
+            form.number("Loading may take", ["server", "start_timeout_s"], suffix=" s", decimals=0)
         form.section("Requests")
         form.integer("Max tokens", ["max_tokens"])
         form.number("Temperature", ["temperature"])
@@ -348,6 +375,12 @@ class BackendsPage(QWidget):
             return
         kind = self.draft.data["backends"][row]["type"]
         self.form.set_row_visible(["template"], kind in TEMPLATE_TYPES)
+        managed = kind == MANAGED
+        self.form.set_row_visible(["url"], not managed)  # anyfill picks a free port
+        if hasattr(self, "server_heading"):
+            self.server_heading.setVisible(managed)
+            for key in MANAGED_FIELDS:
+                self.form.set_row_visible(list(key), managed)
         cloud = kind in CLOUD_TYPES
         self.form.set_row_visible(["price", "input_per_mtok"], cloud)
         self.form.set_row_visible(["price", "output_per_mtok"], cloud)

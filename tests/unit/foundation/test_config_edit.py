@@ -138,9 +138,16 @@ def test_problems_use_the_words_of_config_validate() -> None:
 def test_every_preset_is_a_valid_backend() -> None:
     names = [preset.backend().name for preset in PRESETS]
     assert len(set(names)) == len(names)
-    assert {"llamacpp", "ollama", "codestral", "deepseek", "openai", "vllm", "litellm"} == set(
-        names
-    )
+    assert set(names) == {
+        "llamacpp",
+        "ollama",
+        "codestral",
+        "deepseek",
+        "openai",
+        "vllm",
+        "litellm",
+        "managed",
+    }
     assert PRESETS[0].backend().url == "http://127.0.0.1:8080"
 
 
