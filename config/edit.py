@@ -172,7 +172,7 @@ def _merge_table_list(
             del table[key]
         table[key] = tomlkit.array()
         return
-    _keep_trailing_comments_last(tables)
+    _keep_trailing_comments_last(tables, existing[-1] if existing else None)
     if isinstance(written, AoT):
         # In place: a new AoT would add blank lines between the user's tables.
         written._body[:] = tables
@@ -183,19 +183,33 @@ def _merge_table_list(
         table[key] = array
 
 
-def _keep_trailing_comments_last(tables: list[Any]) -> None:
-    """The comments after the last table of an array introduce what follows the array: when
-    tables were added or moved, they move to the new last table."""
-    bodies = [_body(table) for table in tables]
-    for body in bodies[:-1]:
-        start = _trailing_start(body)
-        trailing = body[start:]
-        if any(isinstance(item, Comment) for _, item in trailing):
-            del body[start:]
-            body.append((None, Whitespace("\n")))
-            last = bodies[-1]
-            del last[_trailing_start(last) :]
-            last.extend(trailing)
+def _keep_trailing_comments_last(tables: list[Any], original_last: Any) -> None:
+    """The comments after the array's last table introduce what follows the array (the next
+    section): when another table is now last, they move to it. Comments after any other
+    table introduce the table after it and stay where they are."""
+    if original_last is None or not tables or tables[-1] is original_last:
+        return
+    if not any(table is original_last for table in tables):
+        return  # removed: its trailing comments went with it, as its own lines did
+    body = _innermost_body(original_last)
+    start = _trailing_start(body)
+    trailing = body[start:]
+    if not any(isinstance(item, Comment) for _, item in trailing):
+        return
+    del body[start:]
+    body.append((None, Whitespace("\n")))
+    last = _innermost_body(tables[-1])
+    del last[_trailing_start(last) :]
+    last.extend(trailing)
+
+
+def _innermost_body(table: Any) -> list[tuple[Any, Any]]:
+    """The body the text after ``table`` belongs to: a ``[backends.server]`` written last
+    inside a ``[[backends]]`` holds the comments that follow it."""
+    body = _body(table)
+    while body and body[-1][0] is not None and isinstance(body[-1][1], Table):
+        body = _body(body[-1][1])
+    return body
 
 
 _ELEMENT_MODELS: dict[str, type[BaseModel]] = {"backends": BackendConfig, "apps": AppRule}

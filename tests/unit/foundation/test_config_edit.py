@@ -162,3 +162,15 @@ def test_an_entry_removed_from_a_free_form_map_leaves_the_file() -> None:
     new = render_changes(text, before, after)
     assert changed_lines(text, new) == ['-X-Team = "blue"']
     assert parse_settings(new, environ={}) == after
+
+
+def test_no_comment_is_lost_when_backends_are_added_and_moved() -> None:
+    text = default_config_text()
+    before = parse_settings(text, environ={})
+    after = before.model_copy(deep=True)
+    after.backends.append(PRESETS[2].backend())
+    after.backends.append(after.backends.pop(0))  # the first one goes last
+    new = render_changes(text, before, after)
+    comments = [line for line in text.splitlines() if line.lstrip().startswith("#")]
+    assert [line for line in comments if line not in new.splitlines()] == []
+    assert parse_settings(new, environ={}) == after
