@@ -204,7 +204,9 @@ class BackendsPage(QWidget):
 
     def _build_key(self) -> None:
         form = self.form
-        form.section("API key")
+        self.key_heading = QLabel("<b>API key</b>")
+        self.key_heading.setContentsMargins(0, 8, 0, 0)
+        form.layout_.addRow(self.key_heading)
         form.text(
             "Environment variable",
             ["key_env"],
@@ -222,10 +224,10 @@ class BackendsPage(QWidget):
         forget.setToolTip("Remove the stored key from the system keyring")
         forget.clicked.connect(self.forget_key)
         self.forget = forget
-        key_row = QHBoxLayout()
-        key_row.addWidget(self.key, 1)
-        key_row.addWidget(forget)
-        form.layout_.addRow("Key", key_row)
+        self.key_row = QHBoxLayout()
+        self.key_row.addWidget(self.key, 1)
+        self.key_row.addWidget(forget)
+        form.layout_.addRow("Key", self.key_row)
 
     def _build_test(self) -> None:
         form = self.form
@@ -377,6 +379,11 @@ class BackendsPage(QWidget):
         self.form.set_row_visible(["template"], kind in TEMPLATE_TYPES)
         managed = kind == MANAGED
         self.form.set_row_visible(["url"], not managed)  # anyfill picks a free port
+        # A managed server gets a fresh random key from anyfill: nothing to enter.
+        self.form.set_row_visible(["key_env"], not managed)
+        self.key_heading.setVisible(not managed)
+        self.form.layout_.setRowVisible(self.key_status, not managed)
+        self.form.layout_.setRowVisible(self.key_row, not managed)
         if hasattr(self, "server_heading"):
             self.server_heading.setVisible(managed)
             for key in MANAGED_FIELDS:
