@@ -552,3 +552,28 @@ def test_a_file_changed_by_another_program_meanwhile_is_not_overwritten_unasked(
     assert "hedge_after_ms = 300" in text
     assert [b.name for b in saved.backends] == ["local", "codestral"]
     assert 'name = "local"   # the box under my desk' in text
+
+
+def test_each_type_shows_only_its_fields(qtbot: QtBot, config: Path) -> None:
+    window = open_window(qtbot, config)
+    window.show()
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+
+    def shown(key: tuple[str, ...]) -> bool:
+        row = next(r for r in backends.form.rows if r.key == key)
+        return row.editor.isVisibleTo(backends.form)
+
+    backends.list.setCurrentRow(0)  # llamacpp: a raw-prompt server, free
+    assert shown(("template",))
+    assert not shown(("price", "input_per_mtok"))
+    backends.list.setCurrentRow(1)  # codestral: native FIM, paid
+    assert not shown(("template",))
+    assert shown(("price", "input_per_mtok"))
+    backends.add(next(p for p in PRESETS if p.type == "llamacpp-managed"))
+    assert not shown(("url",))
+    assert not shown(("key_env",))
+    assert shown(("server", "context_size"))
+    backends.apply_preset(PRESETS[0])  # back to a server of the user's own
+    assert shown(("url",))
+    assert not shown(("server", "context_size"))
