@@ -45,10 +45,14 @@ CompleterFactory = Callable[[Settings, EventBus], Any]
 def open_desktop(
     settings: Settings, on_trigger: Callable[[Action], None]
 ) -> AbstractAsyncContextManager[Desktop]:
-    """The platform's desktop; only X11 is implemented so far."""
+    """The platform's desktop: native Wayland or X11 on Linux, chosen from the session."""
     bindings = bindings_from(
         settings.hotkeys.complete, settings.hotkeys.preview, settings.hotkeys.cancel
     )
+    if sys.platform.startswith("linux") and desktop_kind() == "wayland":
+        from anyfill.daemon.wayland.desktop import WaylandDesktop
+
+        return WaylandDesktop(bindings, on_trigger)
     if sys.platform.startswith("linux"):
         from anyfill.daemon.x11.desktop import X11Desktop
 
@@ -56,6 +60,12 @@ def open_desktop(
     raise DesktopUnavailable(
         f"the desktop path (hotkeys, capture, insertion) is not implemented on {sys.platform} yet"
     )
+
+
+def desktop_kind() -> str:
+    from anyfill.daemon.wayland.session import is_wayland
+
+    return "wayland" if is_wayland() else "x11"
 
 
 def capture_strategies(desktop: Desktop, settings: Settings) -> dict[CaptureStrategy, Strategy]:
@@ -148,7 +158,7 @@ async def serve_core(
         )
         pipelines.append(pipeline)
         core.pipeline = pipeline
-        daemon_control = DaemonControl(settings, pipeline, on_trigger, desktop="x11")
+        daemon_control = DaemonControl(settings, pipeline, on_trigger, desktop=desktop_kind())
         install_builtins(commands, daemon_control)
 
         async def apply(old: Settings, new: Settings) -> list[str]:
@@ -223,7 +233,11 @@ async def apply_settings(
     # First what may fail (building clients): a failure then leaves the old settings whole.
     if (new.backends, new.routing, new.completion) != (old.backends, old.routing, old.completion):
         await completer.replace(new)  # requests in flight finish on the old backends
-    if new.hotkeys != old.hotkeys and desktop.hotkeys is not None:
+    if new.hotkeys != old.hotkeys and desktop.hotkeys is None:
+        # e.g. Wayland's GlobalShortcuts portal: the desktop holds them, not anyfill.
+        notes = ["the hotkeys cannot change while anyfill runs here: restart it to use them"]
+        log.warning("%s", notes[0])
+    elif new.hotkeys != old.hotkeys and desktop.hotkeys is not None:
         notes = desktop.hotkeys.rebind(
             bindings_from(new.hotkeys.complete, new.hotkeys.preview, new.hotkeys.cancel)
         )

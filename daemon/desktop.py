@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -163,6 +163,20 @@ class HotkeyGrabs(Protocol):
     def in_force(self) -> dict[Action, Hotkey]: ...
 
 
+class DirectInsert(Protocol):
+    """Insertion that needs neither keys nor the clipboard (an accessibility API)."""
+
+    name: str
+
+    async def insert(self, text: str, target: Target, guard: Callable[[], None]) -> bool:
+        """Insert ``text`` at the caret of ``target`` and verify it landed by reading back.
+
+        False, with the document unchanged, where this target does not take it (the caller
+        then pastes). ``guard`` runs right before the change and may refuse by raising.
+        """
+        ...
+
+
 @dataclass(frozen=True)
 class Desktop:
     keys: Keys
@@ -172,3 +186,5 @@ class Desktop:
     """Set when the connection to the display broke: the daemon cannot go on."""
     hotkeys: HotkeyGrabs | None = None
     """The live hotkey grabs, when the platform can change them while running."""
+    direct: DirectInsert | None = None
+    """Tried before any paste where the platform has it (Wayland: AT-SPI EditableText)."""
