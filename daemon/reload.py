@@ -287,7 +287,10 @@ class Reloader:
         self.current = new
         log.info("settings reloaded from %s: %s changed", path, ", ".join(changed))
         for note in notes:
-            self._bus.publish(Problem("hotkey_taken", note, "choose another combination"))
+            if "taken by another program" in note:
+                self._bus.publish(Problem("hotkey_taken", note, "choose another combination"))
+            else:
+                self._bus.publish(Problem("restart_needed", note, "restart anyfill"))
         self._bus.publish(SettingsApplied(path, changed, tuple(notes)))
 
     def _reject(self, problems: tuple[str, ...]) -> None:
