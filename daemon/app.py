@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from anyfill.config.model import CaptureStrategy, Settings
+from anyfill.config.store import default_config_path
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import Problem
 from anyfill.daemon.capture.accessibility import AccessibilityCapture
@@ -37,6 +38,7 @@ from anyfill.daemon.hotkeys import Action, bindings_from
 from anyfill.daemon.log import setup_logging
 from anyfill.daemon.pipeline import Pipeline
 from anyfill.daemon.preview import PreviewController
+from anyfill.daemon.reload import ConfigWatcher, Reloader, SwappableCompleter
 from anyfill.daemon.waiting import first_set
 
 log = logging.getLogger("anyfill.app")
@@ -89,8 +91,9 @@ def default_completer(settings: Settings, bus: EventBus | None = None) -> Any:
     from anyfill.daemon.engine import Engine
     from anyfill.daemon.scheduler.attempt_log import log_attempts
 
-    bus = bus if bus is not None else EventBus()  # metrics and cooldowns for the tray, MQTT
-    log_attempts(bus)
+    if bus is None:  # metrics and cooldowns for the tray, MQTT; the daemon's bus logs already
+        bus = EventBus()
+        log_attempts(bus)
     return Engine(settings, bus=bus)
 
 
@@ -98,13 +101,15 @@ async def serve(
     settings: Settings,
     stop: asyncio.Event,
     completer_factory: CompleterFactory = default_completer,
+    config_path: Path | None = None,
     *,
     commands: Commands | None = None,
     control_socket: str | None = None,
 ) -> None:
-    """Run headless until ``stop`` is set (see :func:`serve_core`)."""
+    """Run headless until ``stop`` is set."""
+    core = Core(settings, EventBus(), config_path=config_path)
     await serve_core(
-        Core(settings, EventBus()),
+        core,
         stop,
         completer_factory=completer_factory,
         commands=commands,
@@ -128,7 +133,8 @@ async def serve_core(
     window shows previews (the tray); headless, the preview hotkey inserts directly.
     ``commands``: the control socket's registry, for a layer (the tray) that adds its own
     commands; the built-in ones are added here. ``control_socket``: its path (default
-    ``$XDG_RUNTIME_DIR/anyfill/control.sock``).
+    ``$XDG_RUNTIME_DIR/anyfill/control.sock``). ``core.config_path`` is watched: a new valid
+    version of the file is applied while running (:mod:`anyfill.daemon.reload`).
     """
     settings = core.settings
     pipelines: list[Pipeline] = []
@@ -137,38 +143,48 @@ async def serve_core(
         for pipeline in pipelines:
             pipeline.trigger(action)
 
+    from anyfill.daemon.scheduler.attempt_log import log_attempts
+
+    log_attempts(core.bus)
     commands = commands if commands is not None else Commands()
     # Bound first: a live daemon on the socket stops us before we grab its hotkeys.
     async with (
         ControlServer(commands, control_socket) as control,
         open_desktop(settings, on_trigger) as desktop,
+        SwappableCompleter(completer_factory, core.bus) as completer,
     ):
-        manager = completer_factory(settings, core.bus)
-        async with manager as entered:
-            completer: Completer = entered if entered is not None else manager
-            starting = _start_managed_servers(completer, settings)
-            previewer = None
-            if preview and desktop.preview_input is not None:
-                previewer = PreviewController(desktop, settings, core.bus)
-            pipeline = Pipeline(
-                desktop,
-                completer,
-                settings,
-                capture_strategies(desktop, settings),
-                bus=core.bus,
-                preview=previewer,
+        await completer.start(settings)
+        # Managed llama-servers start in the background, for the first engine and each new one.
+        starting: list[asyncio.Task[None]] = []
+        _start_managed_servers(completer.current, settings, starting)
+        pipeline, previewer = _desktop_path(core, desktop, completer, preview=preview)
+        pipelines.append(pipeline)
+        daemon_control = DaemonControl(settings, pipeline, on_trigger, desktop=desktop_kind())
+        install_builtins(commands, daemon_control)
+        core.install_commands(commands)
+
+        async def apply(old: Settings, new: Settings) -> list[str]:
+            engine_before = completer.current
+            notes = await apply_settings(
+                core=core, desktop=desktop, completer=completer, pipeline=pipeline, old=old, new=new
             )
-            core.attach(pipeline, previewer)
-            for problem in desktop.problems:
-                fix = "choose another combination in [hotkeys], or quit the program holding it"
-                core.bus.publish(Problem(f"hotkey_taken:{problem}", problem, fix))
-            pipelines.append(pipeline)
-            install_builtins(
-                commands, DaemonControl(settings, pipeline, on_trigger, desktop=desktop_kind())
-            )
-            core.install_commands(commands)
-            await control.start_serving()
-            freeze_startup_objects()
+            if completer.current is not engine_before:
+                _start_managed_servers(completer.current, new, starting)
+            if previewer is not None:
+                previewer.apply(new)
+            daemon_control.settings = new  # `anyfill status` shows what is in force
+            return notes
+
+        path = core.config_path or default_config_path()
+        reloader = Reloader(path, settings, apply, core.bus, check=check_hotkeys)
+        # `anyfill status` names a broken file until it is fixed (the tray shows it too).
+        commands.add_status_section(
+            "config",
+            lambda: "; ".join(reloader.rejected) if reloader.rejected else f"{path}: in force",
+        )
+        await control.start_serving()
+        freeze_startup_objects()
+        async with ConfigWatcher(path, reloader.on_text):
             chain = ", ".join(settings.routing.default)
             log.info("anyfill is running; backends in order: %s", chain)
             if ready is not None:
@@ -179,40 +195,118 @@ async def serve_core(
                 pipelines.clear()
                 core.attach(None, None)
                 await pipeline.aclose()
-                if starting is not None:
-                    starting.cancel()
-            if desktop.lost.is_set() and not stop.is_set():
-                raise DesktopUnavailable("the connection to the display was lost")
+                for task in starting:
+                    task.cancel()
+        if desktop.lost.is_set() and not stop.is_set():
+            raise DesktopUnavailable("the connection to the display was lost")
     log.info("anyfill stopped")
 
 
-def _start_managed_servers(completer: object, settings: Settings) -> asyncio.Task[None] | None:
+def _desktop_path(
+    core: Core, desktop: Desktop, completer: Completer, *, preview: bool
+) -> tuple[Pipeline, PreviewController | None]:
+    """The pipeline (with the preview popup's controller when a window shows it), attached
+    to the core; what the desktop could not take is announced on the bus."""
+    settings = core.settings
+    previewer = None
+    if preview and desktop.preview_input is not None:
+        previewer = PreviewController(desktop, settings, core.bus)
+    pipeline = Pipeline(
+        desktop,
+        completer,
+        settings,
+        capture_strategies(desktop, settings),
+        bus=core.bus,
+        preview=previewer,
+    )
+    core.attach(pipeline, previewer)
+    for problem in desktop.problems:
+        fix = "choose another combination in [hotkeys], or quit the program holding it"
+        core.bus.publish(Problem(f"hotkey_taken:{problem}", problem, fix))
+    return pipeline, previewer
+
+
+def _start_managed_servers(
+    completer: object, settings: Settings, tasks: list[asyncio.Task[None]]
+) -> None:
     """Start the managed llama-servers in the background, so the first completion finds the
     model loaded (the engine stops them when it closes)."""
     backends = getattr(completer, "backends", None)
     if not backends:
-        return None
+        return
     from anyfill.daemon.managed.prestart import start_managed_servers
 
-    return asyncio.create_task(start_managed_servers(backends, settings), name="managed-start")
+    tasks[:] = [task for task in tasks if not task.done()]
+    tasks.append(
+        asyncio.create_task(start_managed_servers(backends, settings), name="managed-start")
+    )
 
 
-def run_daemon(
-    settings: Settings,
+def check_hotkeys(settings: Settings) -> None:
+    """What the models cannot see: two actions on one combination (raises ConfigError)."""
+    bindings_from(settings.hotkeys.complete, settings.hotkeys.preview, settings.hotkeys.cancel)
+
+
+async def apply_settings(
     *,
-    headless: bool,
-    debug: bool = False,
-    config_path: Path | None = None,
-) -> int:
-    """Run until stopped: with the tray (the ``anyfill.frontends`` entry point ``tray``,
-    provided by ``anyfill.ui``; the core never imports Qt itself) unless ``headless``."""
-    path = setup_logging(
-        level="DEBUG" if debug else settings.logging.level,
+    core: Core,
+    desktop: Desktop,
+    completer: SwappableCompleter,
+    pipeline: Pipeline,
+    old: Settings,
+    new: Settings,
+) -> list[str]:
+    """Put ``new`` in force while running; returns what could not be applied as written."""
+    notes: list[str] = []
+    # First what may fail (building clients): a failure then leaves the old settings whole.
+    if (new.backends, new.routing, new.completion) != (old.backends, old.routing, old.completion):
+        await completer.replace(new)  # requests in flight finish on the old backends
+    if new.hotkeys != old.hotkeys and desktop.hotkeys is None:
+        # e.g. Wayland's GlobalShortcuts portal: the desktop holds them, not anyfill.
+        notes = ["the hotkeys cannot change while anyfill runs here: restart it to use them"]
+        log.warning("%s", notes[0])
+    elif new.hotkeys != old.hotkeys and desktop.hotkeys is not None:
+        notes = desktop.hotkeys.rebind(
+            bindings_from(new.hotkeys.complete, new.hotkeys.preview, new.hotkeys.cancel)
+        )
+        # The settings in force say which combinations are really grabbed.
+        for action, hotkey in desktop.hotkeys.in_force().items():
+            setattr(new.hotkeys, action, str(hotkey))
+    pipeline.apply(new, capture_strategies(desktop, new))
+    if (new.logging, new.privacy.log_text) != (old.logging, old.privacy.log_text):
+        configure_logging(new)
+    core.settings = new
+    core.announce()
+    return notes
+
+
+def configure_logging(settings: Settings) -> Path | None:
+    """The log as ``[logging]`` and ``privacy.log_text`` say (``--debug`` keeps DEBUG)."""
+    return setup_logging(
+        level="DEBUG" if _debug else settings.logging.level,
         to_file=settings.logging.file,
         max_bytes=settings.logging.max_bytes,
         backups=settings.logging.backups,
         log_text=settings.privacy.log_text,
     )
+
+
+_debug = False
+"""``anyfill --debug``: DEBUG logs whatever the file says, also after a reload."""
+
+
+def run_daemon(
+    settings: Settings, *, headless: bool, debug: bool = False, config_path: Path | None = None
+) -> int:
+    """Run until stopped: with the tray (the ``anyfill.frontends`` entry point ``tray``,
+    provided by ``anyfill.ui``; the core never imports Qt itself) unless ``headless``."""
+    global _debug  # noqa: PLW0603 - one process-wide switch from the command line
+    _debug = debug
+    if config_path is not None:
+        # Every part that asks for the default path (the tray's core, a settings panel it
+        # starts) then watches and edits the file this daemon was started with.
+        os.environ["ANYFILL_CONFIG"] = str(config_path)
+    path = configure_logging(settings)
     if path:
         log.info("logging to %s", path)
     if not headless and sys.platform.startswith("linux") and not display_reachable():
@@ -222,11 +316,9 @@ def run_daemon(
     if not headless:
         frontend = load_frontend("tray")
         if frontend is not None:
-            from anyfill.config.store import default_config_path
-
             return int(frontend(settings, config_path or default_config_path()))
         log.warning("the tray is not installed (anyfill.ui); running headless")
-    asyncio.run(_main(settings))
+    asyncio.run(_main(settings, config_path))
     return 0
 
 
@@ -269,9 +361,9 @@ def load_frontend(name: str) -> Callable[[Settings, Path], int] | None:
     return None
 
 
-async def _main(settings: Settings) -> None:
+async def _main(settings: Settings, config_path: Path | None = None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await serve(settings, stop)
+    await serve(settings, stop, config_path=config_path)

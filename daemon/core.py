@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from anyfill.config.model import InsertMode, Settings
@@ -36,9 +37,11 @@ class Core:
     """Commands of the running daemon. ``pipeline`` and ``preview`` are attached once the
     desktop is open; before that (or without a desktop) only the switches work."""
 
-    def __init__(self, settings: Settings, bus: EventBus) -> None:
+    def __init__(self, settings: Settings, bus: EventBus, config_path: Path | None = None) -> None:
         self.settings = settings
         self.bus = bus
+        self.config_path = config_path
+        """The file watched for changes (``None``: the default path)."""
         self._paused = False
         self.pipeline: Pipeline | None = None
         self.preview: PreviewPort | None = None

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
-    from anyfill.daemon.hotkeys import Hotkey
+    from anyfill.daemon.hotkeys import Action, Hotkey
 
 Which = Literal["clipboard", "primary"]
 """``primary`` is X11's middle-click selection; platforms without one ignore it."""
@@ -173,6 +173,15 @@ class PreviewInput(Protocol):
         ...
 
 
+class HotkeyGrabs(Protocol):
+    def rebind(self, bindings: Mapping[Action, Hotkey]) -> list[str]:
+        """Take the changed combinations, release the old ones; a taken new combination
+        keeps the old one. Returns a sentence per combination that could not be taken."""
+        ...
+
+    def in_force(self) -> dict[Action, Hotkey]: ...
+
+
 class DirectInsert(Protocol):
     """Insertion that needs neither keys nor the clipboard (an accessibility API)."""
 
@@ -199,5 +208,7 @@ class Desktop:
     problems: list[str] = field(default_factory=list)
     """What the user should fix that did not stop the desktop (a hotkey another program
     holds); the daemon announces each on the bus."""
+    hotkeys: HotkeyGrabs | None = None
+    """The live hotkey grabs, when the platform can change them while running."""
     direct: DirectInsert | None = None
     """Tried before any paste where the platform has it (Wayland: AT-SPI EditableText)."""

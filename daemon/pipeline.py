@@ -93,6 +93,23 @@ class Pipeline:
     def busy(self) -> bool:
         return self._current is not None and not self._current.done()
 
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    def apply(
+        self,
+        settings: Settings,
+        strategies: Mapping[CaptureStrategy, Strategy],
+    ) -> None:
+        """New settings (capture, insert, app rules) from the next press on."""
+        self._settings = settings
+        self._strategies = strategies
+        self._inserter = Inserter(self._desktop, settings.insert)
+        size = max(settings.ui.history_size, 1)
+        if size != self.history.maxlen:
+            self.history = deque(self.history, maxlen=size)
+
     def trigger(self, action: Action) -> None:
         """Called on the loop thread for each hotkey press."""
         log.debug("hotkey: %s", action)
@@ -162,7 +179,9 @@ class Pipeline:
         )
 
     async def _press(self, action: Action, started: float) -> Outcome:
+        # One press runs on the settings it started with; a reload applies from the next.
         desktop, settings = self._desktop, self._settings
+        strategies, inserter = self._strategies, self._inserter
         timeout = settings.hotkeys.modifier_release_timeout_ms / 1000
         if not await desktop.keys.wait_released(timeout):
             return Outcome(action, "failed", "keys were still held; release them and try again")
@@ -182,13 +201,13 @@ class Pipeline:
         elif action == "preview":
             log.info("no preview window in headless mode; inserting directly")
         try:
-            captured = await _uninterrupted(capture(target, app, self._strategies))
+            captured = await _uninterrupted(capture(target, app, strategies))
             # Keyboard capture always hands PRIMARY back; other strategies leave it alone,
             # and a PRIMARY the app already owned cannot reveal a new selection.
             theirs = captured.context.method != "keyboard" and (
                 desktop.clipboard.owned_by_program_of("primary", target.window_id)
             )
-            request = CompletionRequest(context=captured.context)
+            request = CompletionRequest(context=captured.context, backends=app.backends)
             self._request_id = request.id
             log.debug(
                 "request %s: prefix %s, suffix %s",
@@ -217,6 +236,7 @@ class Pipeline:
             captured=captured,
             theirs=theirs,
             completion=completion,
+            inserter=inserter,
         )
         return replace(outcome, capture=captured.context.method, backend=completion.backend)
 
@@ -230,6 +250,7 @@ class Pipeline:
         captured: Captured,
         theirs: bool,
         completion: Completion,
+        inserter: Inserter,
     ) -> Outcome:
         middle = completion.middle
         if not middle:
@@ -239,7 +260,7 @@ class Pipeline:
             return Outcome(action, "clipboard", "", target.app, middle, "clipboard", _ms(started))
         try:
             method = await _uninterrupted(
-                self._inserter.insert(middle, target, app, selection_was_theirs=theirs)
+                inserter.insert(middle, target, app, selection_was_theirs=theirs)
             )
         except FocusChanged as exc:
             return Outcome(action, "kept", str(exc), target.app, middle, ms=_ms(started))

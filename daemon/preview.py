@@ -79,6 +79,10 @@ class PreviewController:
         self._session: _Session | None = None
         self.last_reason = ""
 
+    def apply(self, settings: Settings) -> None:
+        """New settings (a reload): the next preview uses their keys and backend chain."""
+        self._settings = settings
+
     @property
     def visible(self) -> bool:
         return self._session is not None

@@ -64,9 +64,7 @@ class CoreBridge(QObject):
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
-        self.settings = settings
-        """The settings the core runs with. The core's commands change them on its thread:
-        read them in the GUI for display only, and change them only through commands."""
+        self._settings = settings
         self._runner = runner
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -75,6 +73,13 @@ class CoreBridge(QObject):
         self._started = threading.Event()
         self._serving = False
         self._deliver.connect(self._run_delivery)
+
+    @property
+    def settings(self) -> Settings:
+        """The settings in force (a reload replaces the object). Read them in the GUI for
+        display only; change them only through commands or by saving the file."""
+        core = self._core
+        return core.settings if core is not None else self._settings
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -121,7 +126,7 @@ class CoreBridge(QObject):
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         bus = EventBus()
-        core = Core(self.settings, bus)
+        core = Core(self._settings, bus)
         core.ui = "tray"
         self._core = core
         bus.listen(self.core_event.emit)

@@ -113,6 +113,7 @@ class Tray(QObject):
 
         menu.addSeparator()
         menu.addAction("Settings…", self._windows.show_settings)
+        menu.addAction("Edit the config file", self._windows.open_config_file)
         menu.addAction("Diagnostics…", self._windows.show_diagnostics)
         menu.addAction("Open log folder", self._windows.open_log_folder)
         menu.addSeparator()

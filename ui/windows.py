@@ -1,5 +1,6 @@
-"""The windows the tray opens, one instance each: settings, diagnostics; and the folders
-and files it hands to the desktop (config file in the user's editor, the log folder)."""
+"""The windows the tray opens, one instance each: settings (the panel of ``ui.settings``),
+diagnostics; and the folders and files it hands to the desktop (the config file in the
+user's editor, the log folder)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,19 @@ class WindowHost:
         """URLs handed to the desktop, newest last (the log says so too)."""
 
     def show_settings(self) -> None:
-        """The settings panel (issue #12) plugs in here; until then, the config file in
-        the user's editor (written with its comments first if it does not exist)."""
+        """The settings panel (one window, raised when already open); saving writes the file
+        the core watches, which applies it at once. A file that does not exist is written
+        with its comments first."""
+        from anyfill.ui.settings import show_settings
+
+        if not self.config_path.exists():
+            write_default_config(self.config_path)
+        self.opened.append("settings")
+        log.info("opening the settings window for %s", self.config_path)
+        show_settings(self.bridge, self.config_path)
+
+    def open_config_file(self) -> None:
+        """The configuration file in the user's editor."""
         if not self.config_path.exists():
             write_default_config(self.config_path)
         self._open(QUrl.fromLocalFile(str(self.config_path)))

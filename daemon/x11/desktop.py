@@ -35,18 +35,19 @@ class X11Desktop:
             await stack.enter_async_context(self._conn)
             keys = X11Keys(self._conn)
             clipboard = X11Clipboard(self._conn)
+            stack.push_async_callback(self._hand_over, clipboard)
+            hotkeys = await stack.enter_async_context(
+                X11Hotkeys(self._conn, keys, self._bindings, self._on_trigger)
+            )
             desktop = Desktop(
                 keys,
                 clipboard,
                 X11Windows(self._conn),
                 lost=self._conn.lost,
+                hotkeys=hotkeys,
                 preview_input=X11PreviewInput(self._conn, keys),
+                problems=list(hotkeys.refused),
             )
-            stack.push_async_callback(self._hand_over, clipboard)
-            hotkeys = await stack.enter_async_context(
-                X11Hotkeys(self._conn, keys, self._bindings, self._on_trigger)
-            )
-            desktop.problems.extend(hotkeys.refused)
             self._stack = stack.pop_all()
         return desktop
 

@@ -288,7 +288,9 @@ def test_a_second_run_hands_over_to_the_running_tray(x: XSession, tray: Daemon) 
     )
     assert second.process.wait(30) == 0
     assert "anyfill is already running: opened its settings instead" in second.log()
-    wait_until(lambda: f"opening file://{tray.config_path}" in tray.log(), 5, "the settings")
+    wait_until(
+        lambda: f"opening the settings window for {tray.config_path}" in tray.log(), 5, "settings"
+    )
     code, output = tray.cli("status", "--json")
     assert code == 0
     assert json.loads(output)["sections"]["tray"] == {"icon": True, "host": True}

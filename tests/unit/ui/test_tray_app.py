@@ -132,14 +132,25 @@ def test_problems_are_notified_once_with_their_fix(tray_app: TrayApp, qtbot: QtB
     ]
 
 
-def test_a_second_run_asking_for_settings_opens_the_config_file(
+def test_a_second_run_asking_for_settings_opens_the_settings_panel(
     tray_app: TrayApp, qtbot: QtBot
 ) -> None:
+    from anyfill.ui.settings.window import SettingsWindow
+
     tray_app.bridge.call(lambda core: core.bus.publish(ShowWindow("settings"))).result(5)
     qtbot.waitUntil(lambda: bool(tray_app.windows.opened))
-    config = tray_app.windows.config_path
-    assert tray_app.windows.opened == [f"file://{config}"]
-    assert "[[backends]]" in config.read_text()  # written with its comments first
+    panels = [w for w in QApplication.topLevelWidgets() if isinstance(w, SettingsWindow)]
+    assert [w.isVisible() for w in panels] == [True]
+    assert "[[backends]]" in tray_app.windows.config_path.read_text()  # written, commented
+    tray_app.windows.show_settings()  # the same window again, raised
+    assert len([w for w in QApplication.topLevelWidgets() if isinstance(w, SettingsWindow)]) == 1
+    panels[0].close()
+
+
+def test_the_config_file_item_hands_the_file_to_the_desktop(tray_app: TrayApp) -> None:
+    tray_app.tray.rebuild_menu()
+    actions(tray_app.tray.menu)["Edit the config file"].trigger()
+    assert tray_app.windows.opened == [f"file://{tray_app.windows.config_path}"]
 
 
 def test_the_core_commands_the_control_socket_shows(tray_app: TrayApp) -> None:
