@@ -60,9 +60,17 @@ class X11PreviewInput:
         return grab.keycodes | self._modifier_keycodes()
 
     async def release_keys(self) -> None:
+        from Xlib import X
+
         grab, self._grab = self._grab, None
         if grab is not None:
             await grab.__aexit__(None, None, None)
+            if self._conn.display is not None and not self._conn.lost.is_set():
+                # A grabbed key still held down keeps the whole keyboard grabbed (X turns a
+                # passive grab active until the release): end it, or a key handed back to the
+                # application (replayed with XTEST) would come to us again and be lost.
+                self._conn.display.ungrab_keyboard(X.CurrentTime)
+                self._conn.flush()
 
     def _modifier_keycodes(self) -> frozenset[int]:
         from Xlib import XK
