@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from anyfill.ui.settings.draft import Draft, KeyPath, dotted
+from anyfill.ui.settings.keynames import hotkey_label, readable_hotkeys
 
 ERROR_STYLE = "color: #b3261e;"
 HINT_STYLE = "color: palette(placeholder-text);"
@@ -124,7 +125,7 @@ class Form(QWidget):
                 found = self.draft.problems_under(path)
                 message = found.get(dotted(path), "") or next(iter(found.values()), "")
             if row.error.text() != message:
-                row.error.setText(message)
+                row.error.setText(readable_hotkeys(message))
                 row.error.setVisible(bool(message) and row.editor.isVisibleTo(self))
         self._fit_errors()
 
@@ -393,7 +394,10 @@ class HotkeyEdit(QPushButton):
         if self.recording:
             self.setText("Press the combination… (Esc: keep)")
         else:
-            self.setText(self.value or ("(the global setting)" if self.nullable else "(none)"))
+            # Shown as the desktop writes it; the file keeps pynput's syntax (the tooltip).
+            shown = hotkey_label(self.value) if self.value else ""
+            self.setText(shown or ("(the global setting)" if self.nullable else "(none)"))
+            self.setToolTip(f"In the configuration file: {self.value}" if self.value else "")
 
     def _toggled(self, on: bool) -> None:
         self.recording = on

@@ -34,6 +34,7 @@ from anyfill.ui.settings.capture import CapturePage
 from anyfill.ui.settings.draft import ChangedOnDisk, Draft, load_for_editing
 from anyfill.ui.settings.fields import ERROR_STYLE
 from anyfill.ui.settings.hotkeys import HotkeysPage
+from anyfill.ui.settings.keynames import readable_hotkeys
 from anyfill.ui.settings.privacy import PrivacyPage
 from anyfill.ui.settings.routing import RoutingPage
 
@@ -124,6 +125,7 @@ class SettingsWindow(QWidget):
             key, message = next(iter(problems.items()))
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             self.problem.setStyleSheet(ERROR_STYLE)
+            message = readable_hotkeys(message)
             self.problem.setText(f"{key}: {message}{more}" if key else message + more)
         elif self.draft.dirty:
             self.problem.setStyleSheet("")
@@ -218,13 +220,14 @@ class SettingsWindow(QWidget):
         if isinstance(event, SettingsApplied) and event.path == str(self.path):
             text = "Applied by the running anyfill."
             if event.notes:
-                text += " " + " ".join(event.notes)
+                text += " " + readable_hotkeys(" ".join(event.notes))
             self.problem.setStyleSheet(ERROR_STYLE if event.notes else "")
             self.problem.setText(text)
         elif isinstance(event, SettingsRejected) and event.path == str(self.path):
             self.problem.setStyleSheet(ERROR_STYLE)
             self.problem.setText(
-                "The running anyfill refused the file: " + "; ".join(event.problems)
+                "The running anyfill refused the file: "
+                + readable_hotkeys("; ".join(event.problems))
             )
 
     # -- window ----------------------------------------------------------------------------
