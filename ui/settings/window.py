@@ -9,16 +9,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings, Qt
-from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
+from PySide6.QtCore import QByteArray, QSettings, QSize, Qt
+from PySide6.QtGui import QCloseEvent, QIcon, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QDialogButtonBox,
     QHBoxLayout,
     QLabel,
     QListWidget,
+    QListWidgetItem,
     QMessageBox,
     QPushButton,
     QStackedWidget,
+    QStyle,
     QVBoxLayout,
     QWidget,
 )
@@ -32,11 +34,28 @@ from anyfill.ui.settings.apps import AppsPage
 from anyfill.ui.settings.backends import BackendsPage
 from anyfill.ui.settings.capture import CapturePage
 from anyfill.ui.settings.draft import ChangedOnDisk, Draft, load_for_editing
-from anyfill.ui.settings.fields import ERROR_STYLE
+from anyfill.ui.settings.fields import ERROR_STYLE, roomy
 from anyfill.ui.settings.hotkeys import HotkeysPage
 from anyfill.ui.settings.keynames import readable_hotkeys
 from anyfill.ui.settings.privacy import PrivacyPage
 from anyfill.ui.settings.routing import RoutingPage
+
+#: Each page's icon, from Qt's own set: the same on every desktop (icon themes differ in
+#: which names they carry and mix full-colour with symbolic ones).
+PAGE_ICONS: dict[type, QStyle.StandardPixmap] = {
+    BackendsPage: QStyle.StandardPixmap.SP_DriveNetIcon,
+    RoutingPage: QStyle.StandardPixmap.SP_BrowserReload,
+    HotkeysPage: QStyle.StandardPixmap.SP_ComputerIcon,
+    CapturePage: QStyle.StandardPixmap.SP_FileDialogContentsView,
+    AppsPage: QStyle.StandardPixmap.SP_DesktopIcon,
+    PrivacyPage: QStyle.StandardPixmap.SP_DialogNoButton,
+    AdvancedPage: QStyle.StandardPixmap.SP_FileDialogDetailedView,
+}
+
+
+def page_icon(style: QStyle, page: QWidget) -> QIcon:
+    return style.standardIcon(PAGE_ICONS.get(type(page), QStyle.StandardPixmap.SP_FileIcon))
+
 
 #: Where the window keeps its size and last page (Qt's settings, not anyfill's file).
 UI_STATE = ("anyfill", "settings-window")
@@ -71,7 +90,9 @@ class SettingsWindow(QWidget):
         # Made first so that Tab goes from the page list into the page, then to the buttons.
         self.nav = QListWidget()
         self.nav.setAccessibleName("Pages")
-        self.nav.setFixedWidth(160)
+        self.nav.setFixedWidth(190)
+        self.nav.setIconSize(QSize(20, 20))
+        roomy(self.nav, 14)
         self.pages: list[QWidget] = [
             BackendsPage(self.draft, bridge),
             RoutingPage(self.draft),
@@ -83,7 +104,8 @@ class SettingsWindow(QWidget):
         ]
         self.stack = QStackedWidget()
         for page in self.pages:
-            self.nav.addItem(str(getattr(page, "title", "")))
+            item = QListWidgetItem(page_icon(self.style(), page), str(getattr(page, "title", "")))
+            self.nav.addItem(item)
             self.stack.addWidget(page)
         self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
 
