@@ -54,7 +54,11 @@ PAGE_ICONS: dict[type, QStyle.StandardPixmap] = {
 
 
 def page_icon(style: QStyle, page: QWidget) -> QIcon:
-    return style.standardIcon(PAGE_ICONS.get(type(page), QStyle.StandardPixmap.SP_FileIcon))
+    icon = style.standardIcon(PAGE_ICONS.get(type(page), QStyle.StandardPixmap.SP_FileIcon))
+    # The selected row keeps the icon's own colours (the style's tint washes it out).
+    for size in (16, 20, 24, 32):
+        icon.addPixmap(icon.pixmap(size, size), QIcon.Mode.Selected)
+    return icon
 
 
 #: Where the window keeps its size and last page (Qt's settings, not anyfill's file).
