@@ -66,7 +66,9 @@ def child(out: Path, config: Path, url: str) -> None:
     from PySide6.QtWidgets import QApplication
 
     app = QApplication([sys.argv[0]])
-    QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, str(out.parent))
+    # The window's own state (size, last page) lives with the session's files, not in docs/.
+    state = str(config.parent.parent)
+    QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, state)
     from anyfill.ui.bridge import CoreBridge
     from anyfill.ui.settings.draft import load_for_editing
     from anyfill.ui.settings.standalone import panel_core
