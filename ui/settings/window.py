@@ -7,6 +7,7 @@ new file and applies it at once (``anyfill.daemon.reload``), and the window says
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings, QSize, Qt
@@ -33,8 +34,8 @@ from anyfill.ui.settings.advanced import AdvancedPage
 from anyfill.ui.settings.apps import AppsPage
 from anyfill.ui.settings.backends import BackendsPage
 from anyfill.ui.settings.capture import CapturePage
-from anyfill.ui.settings.draft import ChangedOnDisk, Draft, load_for_editing
-from anyfill.ui.settings.fields import ERROR_STYLE, roomy
+from anyfill.ui.settings.draft import ChangedOnDisk, Draft, dotted, load_for_editing
+from anyfill.ui.settings.fields import ERROR_STYLE, Form, roomy
 from anyfill.ui.settings.hotkeys import HotkeysPage
 from anyfill.ui.settings.keynames import readable_hotkeys
 from anyfill.ui.settings.privacy import PrivacyPage
@@ -152,7 +153,9 @@ class SettingsWindow(QWidget):
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             self.problem.setStyleSheet(ERROR_STYLE)
             message = readable_hotkeys(message)
-            self.problem.setText(f"{key}: {message}{more}" if key else message + more)
+            place = self.where(key) if key else ""
+            self.problem.setText(f"{place}: {message}{more}" if place else message + more)
+            self.problem.setToolTip(f"In the file: {key}" if key else "")
         elif self.draft.dirty:
             self.problem.setStyleSheet("")
             self.problem.setText("Unsaved changes.")
@@ -165,6 +168,42 @@ class SettingsWindow(QWidget):
             item = self.nav.item(row)
             bad = any(self._page_has_problem(page, key) for key in problems)
             item.setForeground(Qt.GlobalColor.red if bad else self.palette().text())
+
+    def where(self, key: str) -> str:
+        """A problem's key as the user finds it: ``backends[1].url`` -> "Backends › codestral
+        › URL"; the key itself when no page claims it."""
+        page = next((p for p in self.pages if self._page_has_problem(p, key)), None)
+        if page is None:
+            return key
+        parts = [str(getattr(page, "title", ""))]
+        rest = ""
+        item = re.match(r"(backends|insert\.apps)\[(\d+)\]\.?", key)
+        if item is not None:
+            rest = key[item.end() :]
+            index = int(item.group(2))
+            if item.group(1) == "backends":
+                backends = self.draft.data.get("backends") or []
+                name = backends[index].get("name") if index < len(backends) else None
+                parts.append(str(name or f"backend {index + 1}"))
+            else:
+                parts.append(f"rule {index + 1}")
+        label = self._field_label(page, key, rest)
+        if label:
+            parts.append(label)
+        return " › ".join(parts)
+
+    @staticmethod
+    def _field_label(page: QWidget, key: str, rest: str) -> str:
+        """The label of the form row that edits ``key`` on ``page`` (rows of a list item's
+        form match on the part after the item, ``rest``)."""
+        for form in page.findChildren(Form):
+            base = dotted(form.base or ())
+            for row in form.rows:
+                field = ".".join(row.key)
+                whole = f"{base}.{field}" if base else field
+                if row.label is not None and (key == whole or (rest and rest == field)):
+                    return row.label.text().strip()
+        return ""
 
     @staticmethod
     def _page_has_problem(page: QWidget, key: str) -> bool:

@@ -195,8 +195,10 @@ def test_bad_values_are_named_next_to_their_field_and_save_stays_off(
     limit = next(row for row in backends.form.rows if row.key == ("limits", "requests_per_minute"))
     limit.editor.setValue(-1)  # type: ignore[attr-defined]
     assert limit.error.text() == "Input should be greater than or equal to 0; found -1"
-    assert "backends[0]" in window.problem.text()
-    assert "(and 1 more)" in window.problem.text()
+    # Named as the user finds it (page, backend, field); the file's key is in the tooltip.
+    assert window.problem.text().startswith("Backends › local › URL: Input should be a valid URL")
+    assert window.problem.text().endswith("(and 1 more)")
+    assert window.problem.toolTip() == "In the file: backends[0].url"
     # Ctrl+S does nothing while a field is wrong; the file is untouched.
     qtbot.keyClick(window, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier)
     assert config.read_text() == USER_FILE
@@ -525,6 +527,21 @@ def test_hotkeys_read_as_on_the_desktop_and_are_saved_in_the_files_syntax(
     assert again.edits["complete"].text() == "Ctrl+Alt+J"
 
 
+def test_a_problem_is_named_by_page_and_field(qtbot: QtBot, config: Path) -> None:
+    window = open_window(qtbot, config)
+    routing = page(window, RoutingPage)
+    assert isinstance(routing, RoutingPage)
+    routing.hedge.setValue(-1)
+    assert window.problem.text().startswith("Routing › Hedge after: "), window.problem.text()
+    assert window.problem.toolTip() == "In the file: routing.hedge_after_ms"
+    routing.hedge.setValue(0)
+    apps = page(window, AppsPage)
+    assert isinstance(apps, AppsPage)
+    apps.add(None)
+    retype(qtbot, apps.match, "(unclosed")
+    assert window.problem.text().startswith("Applications › rule 1 › Window class: ")
+
+
 def test_hotkey_labels() -> None:
     assert hotkey_label("<ctrl>+<alt>+<backspace>") == "Ctrl+Alt+Backspace"
     assert hotkey_label("<shift>+<ctrl>+<page_up>") == "Ctrl+Shift+Page Up"
@@ -545,7 +562,7 @@ def test_one_combination_for_two_actions_is_refused_before_saving(
     assert isinstance(hotkeys, HotkeysPage)
     ctrl_alt = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier
     record(qtbot, hotkeys.edits["preview"], Qt.Key.Key_Space, ctrl_alt)
-    assert window.problem.text() == "hotkeys: preview and complete are both Ctrl+Alt+Space"
+    assert window.problem.text() == "Hotkeys: preview and complete are both Ctrl+Alt+Space"
     assert not window.save_button.isEnabled()
     nav = window.nav.item(window.pages.index(hotkeys))
     assert nav.foreground().color() == Qt.GlobalColor.red
