@@ -48,7 +48,15 @@ async def diagnose(
         _accessibility(settings),
         _daemon(),
     ]
+    findings += desktop_findings(environ)
     return findings
+
+
+def desktop_findings(environ: Mapping[str, str]) -> list[Finding]:
+    """Session, tray, clipboard, accessibility bus, autostart (daemon/doctor_desktop.py)."""
+    from anyfill.daemon.doctor_desktop import desktop_lines
+
+    return [Finding(*line) for line in desktop_lines(environ)]
 
 
 def render(findings: list[Finding]) -> str:
@@ -112,9 +120,32 @@ def _keyring() -> Finding:
             "no system keyring: API keys must come from environment variables",
         )
     name = f"{type(backend).__module__}.{type(backend).__name__}"
+    unusable = _keyring_read_fails(backend)
+    if unusable:
+        return Finding(
+            "warn", "keyring", f"{name} cannot be read ({unusable}): use environment variables"
+        )
     if "plaintext" in name.lower():
         return Finding("warn", "keyring", f"{name} stores API keys unencrypted in a file")
     return Finding("ok", "keyring", name)
+
+
+def _keyring_read_fails(backend: object) -> str:
+    """Read an entry that does not exist: a locked or absent Secret Service fails here.
+    In a thread, bounded: an unlock prompt must not hang doctor."""
+    import concurrent.futures
+
+    get_password = getattr(backend, "get_password")  # noqa: B009
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        pool.submit(get_password, "anyfill", "anyfill-doctor-probe").result(timeout=10)
+    except concurrent.futures.TimeoutError:
+        return "no answer within 10 s: locked?"
+    except Exception as exc:  # noqa: BLE001 (keyring backends raise anything, D-Bus to OS)
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        pool.shutdown(wait=False)
+    return ""
 
 
 def _display(environ: Mapping[str, str]) -> Finding:
