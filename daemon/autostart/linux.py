@@ -218,11 +218,28 @@ class LinuxAutostart:
 def desktop_exec_argv(value: str) -> list[str]:
     """A desktop entry's ``Exec`` value back to argv (field codes dropped)."""
     unescaped = value.replace("\\\\", "\x00").replace("\\s", " ").replace("\x00", "\\")
-    try:
-        words = shlex.split(unescaped)
-    except ValueError:
-        return []
-    return [w.replace("%%", "%") for w in words if not (len(w) == 2 and w[0] == "%")]
+    words: list[str] = []
+    word: list[str] | None = None
+    quoted = escaped = False
+    for char in unescaped:
+        if escaped:
+            word = (word or []) + [char]
+            escaped = False
+        elif quoted and char == "\\":
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+            word = word or []
+        elif char == " " and not quoted:
+            if word is not None:
+                words.append("".join(word))
+            word = None
+        else:
+            word = (word or []) + [char]
+    if word is not None:
+        words.append("".join(word))
+    field_code = [w for w in words if len(w) == 2 and w[0] == "%" and w != "%%"]
+    return [w.replace("%%", "%") for w in words if w not in field_code]
 
 
 def _desktop_keys(path: Path) -> dict[str, str]:
