@@ -19,6 +19,7 @@ Line = tuple[Status, str, str]
 
 DBUS_TIMEOUT_S = 2.0
 SNI_WATCHER = "org.kde.StatusNotifierWatcher"
+A11Y_BUS = "org.a11y.Bus"
 
 
 def desktop_lines(environ: Mapping[str, str]) -> list[Line]:
@@ -127,17 +128,25 @@ def clipboard_line(session: Session) -> Line | None:
 
 
 def accessibility_bus_line(environ: Mapping[str, str]) -> Line:
-    """AT-SPI: the accessibility bus answers, and whether toolkits are told to expose text."""
+    """AT-SPI: the accessibility bus runs, and whether toolkits are told to expose text.
+    Asked without auto-start: doctor starts nothing."""
     try:
         with _session_bus(environ) as bus:
-            address = _call(bus, "/org/a11y/bus", "org.a11y.Bus", "GetAddress", "org.a11y.Bus")
-            enabled = _property(bus, "/org/a11y/bus", "org.a11y.Status", "IsEnabled")
+            if not _name_has_owner(bus, A11Y_BUS):
+                return (
+                    "warn",
+                    "accessibility bus",
+                    f"no accessibility bus ({A11Y_BUS} is not running): capture and "
+                    "insertion use keys and the clipboard (install at-spi2-core; desktops "
+                    "start it with the session)",
+                )
+            address = _call(bus, "/org/a11y/bus", A11Y_BUS, "GetAddress", A11Y_BUS)
+            enabled = _property(bus, "/org/a11y/bus", "org.a11y.Status", "IsEnabled", A11Y_BUS)
     except DBusUnavailable as exc:
         return (
             "warn",
             "accessibility bus",
-            f"{exc}: capture and insertion use keys and the clipboard "
-            "(install at-spi2-core; it starts with the desktop session)",
+            f"{exc}: capture and insertion use keys and the clipboard",
         )
     if enabled is False:
         return (
@@ -207,13 +216,30 @@ def _session_bus(environ: Mapping[str, str]) -> _SessionBus:
     return _SessionBus(environ)
 
 
+def _no_auto_start(message: Any) -> Any:
+    """A call that never makes the bus start (activate) the service it asks."""
+    from jeepney.low_level import MessageFlag
+
+    message.header.flags |= MessageFlag.no_auto_start
+    return message
+
+
+def _name_has_owner(bus: Any, name: str) -> bool:
+    from jeepney.bus_messages import message_bus
+    from jeepney.wrappers import unwrap_msg
+
+    reply = bus.send_and_get_reply(message_bus.NameHasOwner(name), timeout=DBUS_TIMEOUT_S)
+    return bool(unwrap_msg(reply)[0])
+
+
 def _call(bus: Any, path: str, interface: str, method: str, name: str) -> Any:
     from jeepney import DBusAddress, new_method_call
     from jeepney.wrappers import DBusErrorResponse, unwrap_msg
 
     address = DBusAddress(path, bus_name=name, interface=interface)
     try:
-        reply = bus.send_and_get_reply(new_method_call(address, method), timeout=DBUS_TIMEOUT_S)
+        message = _no_auto_start(new_method_call(address, method))
+        reply = bus.send_and_get_reply(message, timeout=DBUS_TIMEOUT_S)
         return unwrap_msg(reply)[0]
     except DBusErrorResponse as exc:
         raise DBusUnavailable(f"{name} does not answer ({exc.name})") from exc
@@ -227,7 +253,8 @@ def _property(bus: Any, path: str, interface: str, prop: str, name: str = "") ->
 
     address = DBusAddress(path, bus_name=name or interface.rsplit(".", 1)[0], interface=interface)
     try:
-        reply = bus.send_and_get_reply(Properties(address).get(prop), timeout=DBUS_TIMEOUT_S)
+        message = _no_auto_start(Properties(address).get(prop))
+        reply = bus.send_and_get_reply(message, timeout=DBUS_TIMEOUT_S)
         _signature, value = unwrap_msg(reply)[0]
     except (DBusErrorResponse, TimeoutError):
         return None
@@ -238,15 +265,7 @@ def _sni_host(environ: Mapping[str, str]) -> bool | None:
     """True: a watcher with a host; False: none; None: no session bus to ask."""
     try:
         with _session_bus(environ) as bus:
-            from jeepney.bus_messages import message_bus
-            from jeepney.wrappers import unwrap_msg
-
-            owned = unwrap_msg(
-                bus.send_and_get_reply(
-                    message_bus.NameHasOwner(SNI_WATCHER), timeout=DBUS_TIMEOUT_S
-                )
-            )[0]
-            if not owned:
+            if not _name_has_owner(bus, SNI_WATCHER):
                 return False
             host = _property(
                 bus,

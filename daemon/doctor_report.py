@@ -57,7 +57,7 @@ def _without_config(exc: ConfigError, config_path: Path) -> list[Finding]:
     config = Finding(
         "fail",
         "config",
-        f"{config_path} is invalid: {problems} ('anyfill config validate' lists each problem)",
+        f"invalid: {problems} ('anyfill config validate' lists each problem)",
     )
     return [config, _keyring(), _display(os.environ), _daemon(), *desktop_findings(os.environ)]
 
