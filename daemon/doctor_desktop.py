@@ -27,7 +27,7 @@ def desktop_lines(environ: Mapping[str, str]) -> list[Line]:
     if not sys.platform.startswith("linux"):
         return [autostart_line(environ)]
     session = Session.of(environ)
-    lines = [session_line(session)]
+    lines = [session_line(session, wayland_routes=_wayland_routes_present())]
     lines.append(tray_line(session, environ))
     clipboard = clipboard_line(session)
     if clipboard is not None:
@@ -63,7 +63,8 @@ def _wayland_routes_present() -> bool:
     return importlib.util.find_spec("anyfill.daemon.wayland") is not None
 
 
-def session_line(session: Session) -> Line:
+def session_line(session: Session, *, wayland_routes: bool) -> Line:
+    """``wayland_routes``: this installation has the Wayland routes (they add their lines)."""
     if session.kind == "x11":
         return (
             "ok",
@@ -71,7 +72,7 @@ def session_line(session: Session) -> Line:
             f"X11 ({session.display}): hotkeys, capture, preview and insertion all work",
         )
     if session.kind == "wayland":
-        if _wayland_routes_present():
+        if wayland_routes:
             return ("ok", "session", f"Wayland ({session.wayland_display}): routes below")
         xwayland = f" with XWayland ({session.display})" if session.display else ""
         reach = (

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -209,3 +210,60 @@ def set_a11y_enabled(address: str) -> None:
     status = DBusAddress("/org/a11y/bus", bus_name="org.a11y.Bus", interface="org.a11y.Status")
     with open_dbus_connection(address) as bus:
         bus.send_and_get_reply(Properties(status).set("IsEnabled", "b", True), timeout=5)
+
+
+class StatusNotifierWatcher:
+    """A minimal org.kde.StatusNotifierWatcher on a private bus, as KDE's or GNOME's
+    AppIndicator extension runs it: it owns the name and says whether a host registered."""
+
+    def __init__(self, address: str, host: bool) -> None:
+        from jeepney.bus_messages import message_bus
+        from jeepney.io.blocking import open_dbus_connection
+
+        self.bus = open_dbus_connection(address)
+        self.host = host
+        request = message_bus.RequestName("org.kde.StatusNotifierWatcher")
+        self.bus.send_and_get_reply(request, timeout=5)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        from jeepney import HeaderFields, MessageType, new_error, new_method_return
+
+        while True:
+            try:
+                message = self.bus.receive(timeout=10)
+            except (OSError, TimeoutError, ValueError):
+                return
+            header = message.header
+            if header.message_type != MessageType.method_call:
+                continue
+            member = header.fields.get(HeaderFields.member)
+            if member == "Get" and message.body[1] == "IsStatusNotifierHostRegistered":
+                self.bus.send(new_method_return(message, "v", (("b", self.host),)))
+            else:
+                self.bus.send(new_error(message, "org.freedesktop.DBus.Error.UnknownMethod"))
+
+    def close(self) -> None:
+        self.bus.close()
+
+
+@pytest.mark.skipif(shutil.which("dbus-daemon") is None, reason="needs dbus-daemon")
+@pytest.mark.parametrize("host", [True, False], ids=["host", "watcher-only"])
+def test_a_status_notifier_host_is_found_on_the_session_bus(
+    tmp_path: Path, refused_url: str, host: bool
+) -> None:
+    config = write_config(tmp_path, refused_url)
+    base = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
+    with session_bus(base) as address:
+        watcher = StatusNotifierWatcher(address, host)
+        try:
+            env = {**base, "DBUS_SESSION_BUS_ADDRESS": address}
+            status, detail = report(config, tmp_path, env=env)["by_topic"]["tray"]
+        finally:
+            watcher.close()
+    if host:
+        assert (status, detail) == ("ok", "StatusNotifierItem host (org.kde.StatusNotifierWatcher)")
+    else:  # a watcher with no host shows no icon (Qt agrees)
+        assert status == "warn"
+        assert "no system tray host" in detail
