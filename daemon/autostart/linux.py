@@ -74,11 +74,11 @@ def shipped_icons() -> dict[str, bytes]:
     """The icons in the wheel (``anyfill.assets``), by path under ``hicolor/``."""
     root = resources.files("anyfill.assets") / "icons" / "hicolor"
     found: dict[str, bytes] = {}
-    for size in root.iterdir():
+    for size in sorted(root.iterdir(), key=lambda entry: entry.name):
         apps = size / "apps"
         if not apps.is_dir():
             continue
-        for icon in apps.iterdir():
+        for icon in sorted(apps.iterdir(), key=lambda entry: entry.name):
             if icon.name.startswith(entries.APP_ID + "."):
                 found[f"{size.name}/apps/{icon.name}"] = icon.read_bytes()
     return found
@@ -107,7 +107,7 @@ class LinuxAutostart:
         plan.write(self.paths.launcher, entries.desktop_launcher(self.argv).encode())
         for relative, icon in shipped_icons().items():
             plan.write(self.paths.icons / relative, icon)
-        done = plan.apply()
+        done = _icons_in_one_line(plan.apply(), self.paths.icons)
         done += self._wants_link(method == "systemd")
         if method == "systemd" or other_path in plan.removals:
             done += _systemctl_reload()
@@ -213,6 +213,21 @@ class LinuxAutostart:
                 "systemd session support never start the unit; '--method xdg' works there"
             )
         return Entry("systemd", str(path), state, problem, note)
+
+
+def _icons_in_one_line(done: list[str], icons: Path) -> list[str]:
+    """Ten icon sizes are one line of output, not ten."""
+    prefix = str(icons) + os.sep
+    kept: list[str] = []
+    counts: dict[str, int] = {}
+    for line in done:
+        verb, _, path = line.partition(" ")
+        if path.startswith(prefix) and " " not in path:
+            counts[verb] = counts.get(verb, 0) + 1
+        else:
+            kept.append(line)
+    kept += [f"{verb} {count} icons under {icons}" for verb, count in counts.items()]
+    return kept
 
 
 def desktop_exec_argv(value: str) -> list[str]:

@@ -154,6 +154,20 @@ def test_the_bundle_answers_doctor_json(out: Path, tmp_path: Path) -> None:
     assert result.returncode == report["exit_code"] == 1
 
 
+def test_the_bundle_installs_its_launcher_and_autostart(out: Path, tmp_path: Path) -> None:
+    env = private_env(tmp_path)
+    result = run([bundle(out), "autostart", "enable"], env)
+    assert result.returncode == 0, result.stderr
+    entry = (tmp_path / ".config" / "autostart" / "anyfill.desktop").read_text()
+    assert f"Exec={bundle(out)} run" in entry  # the bundle's own executable
+    launcher = (tmp_path / ".local" / "share" / "applications" / "anyfill.desktop").read_text()
+    assert f"Exec={bundle(out)} run" in launcher
+    icons = tmp_path / ".local" / "share" / "icons" / "hicolor"
+    assert (icons / "48x48" / "apps" / "anyfill.png").is_file()  # from the bundle's data
+    status = json.loads(run([bundle(out), "autostart", "status", "--json"], env).stdout)
+    assert status["enabled"] is True
+
+
 @pytest.mark.desktop
 @pytest.mark.skipif(bool(MISSING), reason=f"needs {MISSING}")
 @pytest.mark.parametrize("headless", [True, False], ids=["headless", "with-ui"])
