@@ -112,7 +112,15 @@ def _keyring() -> Finding:
     import keyring
     import keyring.backends.fail
 
-    backend = keyring.get_keyring()
+    try:
+        backend = keyring.get_keyring()
+    except Exception as exc:  # noqa: BLE001 (a forced backend's own checks raise anything)
+        return Finding(
+            "warn",
+            "keyring",
+            f"the keyring cannot be loaded ({type(exc).__name__}: {exc}): "
+            "API keys must come from environment variables",
+        )
     if isinstance(backend, keyring.backends.fail.Keyring):
         return Finding(
             "warn",
@@ -132,20 +140,24 @@ def _keyring() -> Finding:
 
 def _keyring_read_fails(backend: object) -> str:
     """Read an entry that does not exist: a locked or absent Secret Service fails here.
-    In a thread, bounded: an unlock prompt must not hang doctor."""
-    import concurrent.futures
+    In a daemon thread, bounded: an unlock prompt must neither hang doctor nor its exit."""
+    import threading
 
+    outcome: list[str] = []
     get_password = getattr(backend, "get_password")  # noqa: B009
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-    try:
-        pool.submit(get_password, "anyfill", "anyfill-doctor-probe").result(timeout=10)
-    except concurrent.futures.TimeoutError:
-        return "no answer within 10 s: locked?"
-    except Exception as exc:  # noqa: BLE001 (keyring backends raise anything, D-Bus to OS)
-        return f"{type(exc).__name__}: {exc}"
-    finally:
-        pool.shutdown(wait=False)
-    return ""
+
+    def probe() -> None:
+        try:
+            get_password("anyfill", "anyfill-doctor-probe")
+        except Exception as exc:  # noqa: BLE001 (keyring backends raise anything, D-Bus to OS)
+            outcome.append(f"{type(exc).__name__}: {exc}")
+        else:
+            outcome.append("")
+
+    thread = threading.Thread(target=probe, name="keyring-probe", daemon=True)
+    thread.start()
+    thread.join(10)
+    return outcome[0] if outcome else "no answer within 10 s: locked?"
 
 
 def _display(environ: Mapping[str, str]) -> Finding:

@@ -25,8 +25,15 @@ from tests.servers.llamacpp import LlamaCpp
 BUS_LAUNCHER = Path("/usr/libexec/at-spi-bus-launcher")
 
 
+NULL_KEYRING = "keyring.backends.null.Keyring"
+
+
 def doctor(
-    config: Path, tmp_path: Path, *args: str, env: dict[str, str] | None = None
+    config: Path,
+    tmp_path: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    keyring: str = NULL_KEYRING,
 ) -> subprocess.CompletedProcess[str]:
     base = env if env is not None else dict(os.environ)
     full = {
@@ -44,7 +51,7 @@ def doctor(
         XDG_DATA_HOME=str(tmp_path / "data"),
         XDG_RUNTIME_DIR=str(runtime),
         XDG_SESSION_TYPE="x11",
-        PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring",
+        PYTHON_KEYRING_BACKEND=keyring,
     )
     return subprocess.run(
         [sys.executable, "-m", "anyfill.daemon.launcher", "--config", str(config), "doctor", *args],
@@ -56,8 +63,10 @@ def doctor(
     )
 
 
-def report(config: Path, tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
-    result = doctor(config, tmp_path, "--json", env=env)
+def report(
+    config: Path, tmp_path: Path, env: dict[str, str] | None = None, keyring: str = NULL_KEYRING
+) -> dict[str, Any]:
+    result = doctor(config, tmp_path, "--json", env=env, keyring=keyring)
     data: dict[str, Any] = json.loads(result.stdout)
     assert data["exit_code"] == result.returncode
     data["by_topic"] = {f["topic"]: (f["status"], f["detail"]) for f in data["findings"]}
@@ -267,3 +276,15 @@ def test_a_status_notifier_host_is_found_on_the_session_bus(
     else:  # a watcher with no host shows no icon (Qt agrees)
         assert status == "warn"
         assert "no system tray host" in detail
+
+
+def test_a_keyring_that_cannot_be_reached_is_a_warning_not_a_crash(
+    tmp_path: Path, refused_url: str
+) -> None:
+    config = write_config(tmp_path, refused_url)
+    env = {**os.environ, "DBUS_SESSION_BUS_ADDRESS": f"unix:path={tmp_path / 'no-bus'}"}
+    env.pop("DISPLAY", None)
+    data = report(config, tmp_path, env=env, keyring="keyring.backends.SecretService.Keyring")
+    status, detail = data["by_topic"]["keyring"]
+    assert status == "warn"
+    assert "environment variables" in detail
