@@ -59,6 +59,16 @@ def test_desktop_file_validate_accepts_both_entries(tmp_path: Path, argv: list[s
 
 
 @needs_validate
+def test_desktop_file_validate_accepts_every_desktop_file_in_packaging() -> None:
+    files = sorted(str(path) for path in (REPO / "packaging").rglob("*.desktop"))
+    assert len(files) == 2
+    result = subprocess.run(
+        ["desktop-file-validate", *files], capture_output=True, text=True, check=False
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+@needs_validate
 def test_desktop_file_validate_is_not_a_rubber_stamp(tmp_path: Path) -> None:
     broken = tmp_path / "broken.desktop"
     broken.write_text(entries.desktop_launcher(["anyfill"]).replace("Type=Application\n", ""))
