@@ -69,7 +69,7 @@ def session_line(session: Session, *, wayland_routes: bool) -> Line:
         return (
             "ok",
             "session",
-            f"X11 ({session.display}): hotkeys, capture, preview and insertion all work",
+            f"X11 ({session.display}): hotkeys, capture and insertion reach every application",
         )
     if session.kind == "wayland":
         if wayland_routes:
