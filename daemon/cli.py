@@ -197,13 +197,12 @@ def autostart() -> None:
 @click.option(
     "--method",
     type=click.Choice(["xdg", "systemd"]),
-    default="xdg",
-    show_default=True,
-    help="Linux: an XDG autostart entry (any desktop) or a systemd user unit bound to "
-    "graphical-session.target (restarted when it fails).",
+    help="Linux: an XDG autostart entry (any desktop; the first time's default) or a systemd "
+    "user unit bound to graphical-session.target (restarted when it fails). Default: the "
+    "one already in place.",
 )
 @click.option("--force", is_flag=True, help="Replace files you edited (a copy is kept).")
-def autostart_enable(method: str, force: bool) -> None:
+def autostart_enable(method: str | None, force: bool) -> None:
     """Start anyfill at log-in, and add it to the application menu (Linux). Running it
     again updates what it wrote; a file you edited is left alone unless --force."""
     from anyfill.daemon.autostart.manager import enable

@@ -96,7 +96,15 @@ class LinuxAutostart:
             return self.paths.autostart, entries.xdg_autostart(self.argv).encode()
         return self.paths.unit, entries.systemd_unit(self.argv).encode()
 
-    def enable(self, method: Method, *, force: bool = False) -> list[str]:
+    def current_method(self) -> Method:
+        """The method already in place (so a plain ``enable`` updates, never switches)."""
+        unit_path, unit_data = self._content("systemd")
+        if state_of(unit_path, unit_data, self.manifest) in ("current", "outdated"):
+            return "systemd"
+        return "xdg"
+
+    def enable(self, method: Method | None = None, *, force: bool = False) -> list[str]:
+        method = method or self.current_method()
         plan = Plan(self.manifest, force)
         path, data = self._content(method)
         plan.write(path, data)

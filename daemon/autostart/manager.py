@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from typing import Literal
 
 from anyfill.daemon.autostart.command import run_argv
 from anyfill.daemon.autostart.status import AutostartStatus
@@ -20,9 +21,10 @@ def enable(method: str | None = None, *, force: bool = False) -> list[str]:
         return WindowsAutostart(run_argv()).enable(force=force)
     from anyfill.daemon.autostart.linux import LinuxAutostart
 
-    return LinuxAutostart(run_argv()).enable(
-        "systemd" if method == "systemd" else "xdg", force=force
+    chosen: Literal["xdg", "systemd"] | None = (
+        "systemd" if method == "systemd" else "xdg" if method == "xdg" else None
     )
+    return LinuxAutostart(run_argv()).enable(chosen, force=force)
 
 
 def disable(*, force: bool = False) -> list[str]:

@@ -154,6 +154,9 @@ def test_switching_to_systemd_replaces_the_xdg_entry(
     assert paths.wants_link.is_symlink()
     assert paths.wants_link.resolve() == paths.unit.resolve()
     assert [e.method for e in auto.status().entries] == ["systemd"]
+    auto.enable()  # run again without a method: it stays a unit
+    assert paths.unit.exists()
+    assert not paths.autostart.exists()
     if shutil.which("systemd-analyze"):
         runtime = tmp_path / "run"
         runtime.mkdir(mode=0o700)
