@@ -106,6 +106,7 @@ async def serve(
         manager = completer_factory(settings)
         async with manager as entered:
             completer: Completer = entered if entered is not None else manager
+            starting = _start_managed_servers(completer, settings)
             pipeline = Pipeline(desktop, completer, settings, capture_strategies(desktop, settings))
             pipelines.append(pipeline)
             install_builtins(commands, DaemonControl(settings, pipeline, on_trigger, desktop="x11"))
@@ -118,9 +119,22 @@ async def serve(
             finally:
                 pipelines.clear()
                 await pipeline.aclose()
+                if starting is not None:
+                    starting.cancel()
             if desktop.lost.is_set() and not stop.is_set():
                 raise DesktopUnavailable("the connection to the display was lost")
     log.info("anyfill stopped")
+
+
+def _start_managed_servers(completer: object, settings: Settings) -> asyncio.Task[None] | None:
+    """Start the managed llama-servers in the background, so the first completion finds the
+    model loaded (the engine stops them when it closes)."""
+    backends = getattr(completer, "backends", None)
+    if not backends:
+        return None
+    from anyfill.daemon.managed.prestart import start_managed_servers
+
+    return asyncio.create_task(start_managed_servers(backends, settings), name="managed-start")
 
 
 def run_daemon(settings: Settings, *, headless: bool, debug: bool = False) -> None:

@@ -84,6 +84,10 @@ def run(state: CliState, headless: bool) -> None:
     # Before anything else: a second instance must not grab the hotkeys twice.
     with single_instance():
         settings = state.settings()
+        if sys.stdin.isatty():  # a first run in a terminal: ask before downloading a model
+            from anyfill.daemon.models.commands import offer_download
+
+            offer_download(settings)
         run_daemon(settings, headless=headless, debug=state.debug)
 
 
@@ -257,6 +261,52 @@ def bench(which: tuple[str, ...], quick: bool, no_peers: bool) -> None:
 def eval_() -> None:
     """Score completions on an infilling benchmark (not yet available)."""
     _not_yet("eval", "the evaluation issue")
+
+
+@cli.group()
+def model() -> None:
+    """List, download, choose and remove the models anyfill's own llama-server runs."""
+
+
+@model.command("list")
+@pass_state
+def model_list(state: CliState) -> None:
+    """The models anyfill offers, which are downloaded, and which one is in use."""
+    from anyfill.daemon.models.commands import list_models
+
+    list_models(state.settings())
+
+
+@model.command("pull")
+@click.argument("name", required=False)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask before downloading.")
+@pass_state
+def model_pull(state: CliState, name: str | None, yes: bool) -> None:
+    """Download NAME (default: the configured model); asks first, resumes, verifies."""
+    from anyfill.daemon.models.commands import pull_model
+
+    pull_model(state.settings(), name, yes=yes)
+
+
+@model.command("use")
+@click.argument("name_or_path")
+@click.option("--backend", metavar="NAME", help="Which managed backend (when there are several).")
+@pass_state
+def model_use(state: CliState, name_or_path: str, backend: str | None) -> None:
+    """Make the managed llama-server run NAME (see 'model list') or a GGUF file at PATH."""
+    from anyfill.daemon.models.commands import use_model
+
+    click.echo(use_model(state.resolved_config_path(), name_or_path, backend))
+
+
+@model.command("rm")
+@click.argument("name")
+@pass_state
+def model_rm(state: CliState, name: str) -> None:
+    """Delete a downloaded model (and any partial download of it)."""
+    from anyfill.daemon.models.commands import remove_model
+
+    click.echo(remove_model(state.settings(), name))
 
 
 @cli.group()

@@ -40,7 +40,10 @@ async def diagnose(
     environ = os.environ if environ is None else environ
     findings = [_config_file(config_path)]
     enabled = [backend for backend in settings.backends if backend.enabled]
-    findings += await asyncio.gather(*(_backend(b, environ) for b in enabled))
+    servers = [b for b in enabled if b.type != "llamacpp-managed"]
+    findings += await asyncio.gather(*(_backend(b, environ) for b in servers))
+    findings += await _managed(settings, [b for b in enabled if b.type == "llamacpp-managed"])
+    findings = _covered_by_managed(settings, findings)
     findings += [
         _routing(settings),
         _keyring(),
@@ -96,6 +99,47 @@ async def _backend(config: BackendConfig, environ: Mapping[str, str]) -> Finding
     ms = (time.monotonic() - started) * 1000
     model = f", model {config.model}" if config.model else ""
     return Finding("ok", topic, f"{config.type} at {config.url}{model} answers ({ms:.0f} ms)")
+
+
+async def _managed(settings: Settings, managed: list[BackendConfig]) -> list[Finding]:
+    """The binary and model of each server anyfill runs itself (never started here)."""
+    from anyfill.daemon.managed.doctor import managed_findings
+
+    found = await asyncio.gather(*(managed_findings(b, settings.models) for b in managed))
+    return [Finding(status, topic, detail) for lines in found for status, topic, detail in lines]
+
+
+def _covered_by_managed(settings: Settings, findings: list[Finding]) -> list[Finding]:
+    """A local server that is not running is no failure when a usable managed server comes
+    after it in the chain: that is the set-up of a user who runs no server of their own."""
+    chain = settings.routing.default
+    failed = {f.topic for f in findings if f.status == "fail"}
+    usable = [
+        name
+        for name in chain
+        if settings.backend(name).type == "llamacpp-managed"
+        and f"backend {name} binary" not in failed
+        and f"backend {name} model" not in failed
+    ]
+    if not usable:
+        return findings
+    last = chain.index(usable[0])
+    local = {
+        f"backend {name}": settings.backend(name).url
+        for name in chain[:last]
+        if settings.backend(name).type in ("llamacpp", "ollama")
+    }
+    return [
+        Finding(
+            "ok",
+            f.topic,
+            f"no server at {local[f.topic]}: none needed, '{usable[0]}' (run by anyfill) "
+            "serves instead",
+        )
+        if f.topic in local and f.status == "fail" and "nothing listens" in f.detail
+        else f
+        for f in findings
+    ]
 
 
 def _routing(settings: Settings) -> Finding:
