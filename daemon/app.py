@@ -40,10 +40,14 @@ CompleterFactory = Callable[[Settings], Any]
 def open_desktop(
     settings: Settings, on_trigger: Callable[[Action], None]
 ) -> AbstractAsyncContextManager[Desktop]:
-    """The platform's desktop; only X11 is implemented so far."""
+    """The platform's desktop: native Wayland or X11 on Linux, chosen from the session."""
     bindings = bindings_from(
         settings.hotkeys.complete, settings.hotkeys.preview, settings.hotkeys.cancel
     )
+    if sys.platform.startswith("linux") and desktop_kind() == "wayland":
+        from anyfill.daemon.wayland.desktop import WaylandDesktop
+
+        return WaylandDesktop(bindings, on_trigger)
     if sys.platform.startswith("linux"):
         from anyfill.daemon.x11.desktop import X11Desktop
 
@@ -51,6 +55,12 @@ def open_desktop(
     raise DesktopUnavailable(
         f"the desktop path (hotkeys, capture, insertion) is not implemented on {sys.platform} yet"
     )
+
+
+def desktop_kind() -> str:
+    from anyfill.daemon.wayland.session import is_wayland
+
+    return "wayland" if is_wayland() else "x11"
 
 
 def capture_strategies(desktop: Desktop, settings: Settings) -> dict[CaptureStrategy, Strategy]:
@@ -109,7 +119,9 @@ async def serve(
             starting = _start_managed_servers(completer, settings)
             pipeline = Pipeline(desktop, completer, settings, capture_strategies(desktop, settings))
             pipelines.append(pipeline)
-            install_builtins(commands, DaemonControl(settings, pipeline, on_trigger, desktop="x11"))
+            install_builtins(
+                commands, DaemonControl(settings, pipeline, on_trigger, desktop=desktop_kind())
+            )
             await control.start_serving()
             freeze_startup_objects()
             chain = ", ".join(settings.routing.default)

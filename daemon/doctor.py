@@ -44,13 +44,17 @@ async def diagnose(
     findings += await asyncio.gather(*(_backend(b, environ) for b in servers))
     findings += await _managed(settings, [b for b in enabled if b.type == "llamacpp-managed"])
     findings = _covered_by_managed(settings, findings)
-    findings += [
-        _routing(settings),
-        _keyring(),
-        _display(environ),
-        _accessibility(settings),
-        _daemon(),
-    ]
+    findings += [_routing(settings), _keyring()]
+    from anyfill.daemon.wayland.session import is_wayland
+
+    if sys.platform.startswith("linux") and is_wayland(environ):
+        from anyfill.daemon.wayland.report import wayland_report
+
+        findings += [Finding(*line) for line in await wayland_report(environ)]
+    else:
+        findings.append(_display(environ))
+    findings.append(_accessibility(settings))
+    findings.append(_daemon())
     findings += desktop_findings(environ)
     return findings
 

@@ -46,10 +46,11 @@ class Session:
 
     @classmethod
     def of(cls, environ: Mapping[str, str]) -> Session:
+        from anyfill.daemon.wayland.session import is_wayland
+
         display = environ.get("DISPLAY", "")
         wayland = environ.get("WAYLAND_DISPLAY", "")
-        declared = environ.get("XDG_SESSION_TYPE", "").lower()
-        if (declared == "wayland" and wayland) or (wayland and not display):
+        if is_wayland(environ):  # the same answer as the desktop the daemon opens
             kind = "wayland"
         elif display:
             kind = "x11"
@@ -73,7 +74,11 @@ def session_line(session: Session, *, wayland_routes: bool) -> Line:
         )
     if session.kind == "wayland":
         if wayland_routes:
-            return ("ok", "session", f"Wayland ({session.wayland_display}): routes below")
+            return (
+                "ok",
+                "session",
+                f"Wayland ({session.wayland_display}): each route on its own line above",
+            )
         xwayland = f" with XWayland ({session.display})" if session.display else ""
         reach = (
             "the X11 route reaches only X11 (XWayland) applications, and only while one "

@@ -59,7 +59,15 @@ def _without_config(exc: ConfigError, config_path: Path) -> list[Finding]:
         "config",
         f"invalid: {problems} ('anyfill config validate' lists each problem)",
     )
-    return [config, _keyring(), _display(os.environ), _daemon(), *desktop_findings(os.environ)]
+    from anyfill.daemon.wayland.session import is_wayland
+
+    if is_wayland(os.environ):
+        from anyfill.daemon.wayland.report import wayland_report
+
+        desktop = [Finding(*line) for line in asyncio.run(wayland_report(os.environ))]
+    else:
+        desktop = [_display(os.environ)]
+    return [config, _keyring(), *desktop, _daemon(), *desktop_findings(os.environ)]
 
 
 def verdict_line(findings: list[Finding], code: int) -> Finding:

@@ -89,8 +89,10 @@ def test_each_backend_is_checked_and_failures_say_the_fix(config: Path, tmp_path
 def test_desktop_without_display_says_x11_is_needed(config: Path, tmp_path: Path) -> None:
     topics = lines_by_topic(doctor(config, tmp_path).stdout)
     assert topics["desktop"] == ("fail", "DISPLAY is not set: hotkeys need an X11 session")
-    wayland = lines_by_topic(doctor(config, tmp_path, WAYLAND_DISPLAY="wayland-0").stdout)
-    assert "needs Xwayland" in wayland["desktop"][1]
+    gone = str(tmp_path / "wayland-0")
+    wayland = lines_by_topic(doctor(config, tmp_path, WAYLAND_DISPLAY=gone).stdout)
+    assert wayland["desktop"][0] == "fail"
+    assert f"no Wayland display: cannot connect to {gone}" in wayland["desktop"][1]
 
 
 def test_unreachable_display_is_named(config: Path, tmp_path: Path) -> None:

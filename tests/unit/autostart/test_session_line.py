@@ -54,4 +54,4 @@ def test_no_graphical_session_fails_with_the_fix() -> None:
 
 def test_wayland_with_its_routes_defers_to_their_lines() -> None:
     line = session_line(Session.of({"WAYLAND_DISPLAY": "wayland-0"}), wayland_routes=True)
-    assert line == ("ok", "session", "Wayland (wayland-0): routes below")
+    assert line == ("ok", "session", "Wayland (wayland-0): each route on its own line above")
