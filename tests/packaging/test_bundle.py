@@ -200,3 +200,36 @@ def test_the_bundle_starts_under_xvfb(out: Path, tmp_path: Path, headless: bool)
             process.send_signal(signal.SIGTERM)
             code = process.wait(20)
         assert code == 0, (session.workdir / "b.log").read_text()
+
+
+@pytest.mark.desktop
+@pytest.mark.skipif(bool(MISSING), reason=f"needs {MISSING}")
+def test_the_bundles_qt_draws_a_window_under_xvfb(out: Path, tmp_path: Path) -> None:
+    """The settings panel (a Qt front end found through its entry point) opens from the
+    bundle: its PySide6, plugins and metadata were all collected."""
+    if not any(e.name == "settings" for e in metadata.entry_points(group="anyfill.frontends")):
+        pytest.skip("no Qt front end in this tree")
+    with XSession.start() as session:
+        env = {**session.env, "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+        (tmp_path / "run").mkdir(mode=0o700)
+        panel = session.spawn([bundle(out), "settings"], "settings.log", env)
+        try:
+
+            def window() -> str:
+                if panel.poll() is not None:
+                    raise AssertionError((session.workdir / "settings.log").read_text())
+                found = subprocess.run(
+                    ["xdotool", "search", "--onlyvisible", "--name", "anyfill"],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                return found.stdout.strip()
+
+            wid = wait_until(window, 30, "the bundle's settings window")
+            name = session.run("xdotool", "getwindowname", wid.splitlines()[0]).strip()
+        finally:
+            os.killpg(panel.pid, signal.SIGTERM)
+            panel.wait(20)
+    assert "anyfill" in name
