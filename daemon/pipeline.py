@@ -36,6 +36,9 @@ Status = Literal["inserted", "sent", "clipboard", "kept", "empty", "skipped", "f
 typed but could not be checked (the completion stays in the history to paste by hand)."""
 VERIFY_CHARS = 200
 """The read-back must end with this much of the captured prefix plus the completion."""
+UNCHANGED = "the completion did not land: the text before the caret is unchanged"
+INSERT_RETRIES = 1
+"""A paste the read-back shows dropped, with the text unchanged, is sent once more."""
 
 
 @dataclass(frozen=True)
@@ -210,24 +213,30 @@ class Pipeline:
         if captured.context.method == "clipboard":
             await self._deliver_to_clipboard(captured, middle)
             return Outcome(action, "clipboard", "", target.app, middle, "clipboard", _ms(started))
-        try:
-            inserted = await _uninterrupted(
-                self._inserter.insert(middle, target, app, selection_was_theirs=theirs)
-            )
-        except FocusChanged as exc:
-            return Outcome(action, "kept", str(exc), target.app, middle, ms=_ms(started))
-        except AnyfillError as exc:
+        for attempt in range(1 + INSERT_RETRIES):
+            try:
+                inserted = await _uninterrupted(
+                    self._inserter.insert(middle, target, app, selection_was_theirs=theirs)
+                )
+            except FocusChanged as exc:
+                return Outcome(action, "kept", str(exc), target.app, middle, ms=_ms(started))
+            except AnyfillError as exc:
+                if late is not None:
+                    await _uninterrupted(late.watch())
+                    # A selection that refused the paste may be the capture's late answer.
+                    reason = late.invalid or str(exc)
+                else:
+                    reason = str(exc)
+                return Outcome(action, "failed", reason, target.app, middle, ms=_ms(started))
             if late is not None:
+                # A stale claim caused by the capture keys may still come: restore again.
                 await _uninterrupted(late.watch())
-                # A selection that refused the paste may be the capture's late answer.
-                reason = late.invalid or str(exc)
-            else:
-                reason = str(exc)
-            return Outcome(action, "failed", reason, target.app, middle, ms=_ms(started))
-        if late is not None:
-            # A stale claim caused by the capture keys may still come: restore again.
-            await _uninterrupted(late.watch())
-        status, reason = await _uninterrupted(self._verify(target, app, captured, middle))
+            status, reason = await _uninterrupted(self._verify(target, app, captured, middle))
+            if status != "failed" or reason != UNCHANGED or attempt == INSERT_RETRIES:
+                break
+            # The read-back shows the document exactly as before (the app dropped the
+            # paste, e.g. its clipboard read timed out under load): safe to insert again.
+            log.info("the insertion did not land and nothing changed; inserting again")
         if inserted.doubt and status != "inserted":
             status, reason = "failed", inserted.doubt
         return Outcome(action, status, reason, target.app, middle, inserted.method, _ms(started))
@@ -251,7 +260,7 @@ class Pipeline:
         if now.endswith(wanted):
             return "inserted", ""
         if now.endswith(captured.whole_prefix[-VERIFY_CHARS:]):
-            return "failed", "the completion did not land: the text before the caret is unchanged"
+            return "failed", UNCHANGED
         return "failed", "the text before the caret is not what the insertion should have made"
 
     async def _deliver_to_clipboard(self, captured: Captured, middle: str) -> None:

@@ -51,11 +51,13 @@ class ReadingCapture(FixedCapture):
 
     keys: FakeKeys | None = None
     lands = True
+    dropped = 0
+    """How many of the first pastes the fake app drops (reads, inserts nothing)."""
 
     async def read_back(self, target: Target, app: AppSettings) -> str | None:
         assert self.keys is not None
-        received = "".join(self.keys.pasted + self.keys.typed) if self.lands else ""
-        return self.prefix + received
+        kept = (self.keys.pasted + self.keys.typed)[self.dropped :]
+        return self.prefix + ("".join(kept) if self.lands else "")
 
 
 def build(
@@ -190,7 +192,19 @@ async def test_a_paste_that_did_not_land_is_a_failure_with_the_completion_kept()
     outcome = pipeline.history[-1]
     assert (outcome.status, outcome.middle) == ("failed", "big ")
     assert "did not land" in outcome.reason
-    assert keys.pasted == ["big "]
+    assert keys.pasted == ["big ", "big "]  # sent once more, then given up
+
+
+async def test_a_dropped_paste_with_the_text_unchanged_is_sent_once_more() -> None:
+    pipeline, _, keys, clipboard, _ = build()
+    strategy = pipeline._strategies["keyboard"]
+    assert isinstance(strategy, ReadingCapture)
+    strategy.dropped = 1
+    await run(pipeline)
+    outcome = pipeline.history[-1]
+    assert (outcome.status, outcome.middle) == ("inserted", "big ")
+    assert keys.pasted == ["big ", "big "]
+    assert clipboard.data["clipboard"].text() == "user clipboard"
 
 
 async def test_insert_verify_off_reports_sent() -> None:
