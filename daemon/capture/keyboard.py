@@ -49,6 +49,8 @@ EMPTY_SIDE_SETTLE_S = 0.2
 """At least this long when the last side was taken as empty: a late answer there leaves a
 selection that a paste would replace, so nothing is inserted before this has passed
 (it overlaps the backend's answer)."""
+COPY_AFTER_SELECTION_S = 1.0
+"""Once the app showed a selection, its copy is waited for at least this long."""
 SELECTIONS: tuple[Which, ...] = ("clipboard", "primary")
 
 
@@ -78,7 +80,10 @@ class KeyboardCapture:
                 )
             )
             wait = self._suffix_wait(target, sides[0])
-            sides.append(await self._copy_side(select_suffix, COLLAPSE_SUFFIX, app.copy_keys, wait))
+            stale = frozenset({sides[0].text} - {""})
+            sides.append(
+                await self._copy_side(select_suffix, COLLAPSE_SUFFIX, app.copy_keys, wait, stale)
+            )
 
         late = await self._with_selections_kept(target, copy_both, sides)
         prefix, suffix = sides
@@ -172,8 +177,14 @@ class KeyboardCapture:
         return min(EMPTY_WAIT_CAP_S, max(MIN_EMPTY_S, now, learned))
 
     async def _copy_side(
-        self, select: str, collapse: str, copy: str, empty_timeout_s: float
+        self,
+        select: str,
+        collapse: str,
+        copy: str,
+        empty_timeout_s: float,
+        stale: frozenset[str] = frozenset(),
     ) -> _Side:
+        """Copy one side; ``stale``: texts earlier sides selected (not an answer here)."""
         keys, clipboard = self._desktop.keys, self._desktop.clipboard
         sentinel = ClipSnapshot.from_text(f"anyfill-sentinel-{uuid.uuid4().hex}")
         clip_offer = await clipboard.offer("clipboard", sentinel)
@@ -182,12 +193,27 @@ class KeyboardCapture:
         started = time.monotonic()
         await keys.press(select)
         await keys.press(copy)
-        selected = await first_set(clip_offer.lost, primary_offer.lost, timeout_s=empty_timeout_s)
+        deadline = started + empty_timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            selected = await first_set(clip_offer.lost, primary_offer.lost, timeout_s=left)
+            if not selected or clip_offer.lost.is_set():
+                break
+            # Only PRIMARY: Chromium re-claims it with the previous side's selection,
+            # late; that is no answer to these keys (a collapse key would move the caret).
+            claimed = await clipboard.read_text("primary", self._config.copy_timeout_ms / 1000)
+            if claimed is None or claimed not in stale:
+                break
+            log.debug("a stale PRIMARY claim with the previous side's text; still waiting")
+            primary_offer = await clipboard.offer("primary", sentinel)
+            self._sentinels["primary"] = primary_offer
         if not selected:
             log.debug("nothing selected within %.0f ms", empty_timeout_s * 1000)
             return _Side("", None, started)  # nothing to select: caret at this edge
         answered = time.monotonic() - started
-        timeout = self._config.copy_timeout_ms / 1000
+        # A selection was seen, so the copy is coming: under load Chromium's comes
+        # hundreds of ms after it. Waiting long here costs time only when it never comes.
+        timeout = max(self._config.copy_timeout_ms / 1000, COPY_AFTER_SELECTION_S)
         copied = await first_set(clip_offer.lost, timeout_s=timeout)
         text = await clipboard.read_text("clipboard", timeout)
         await keys.press(collapse)

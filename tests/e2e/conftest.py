@@ -60,8 +60,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("chromium races")
         for key, value in CHROMIUM_RUNS.items():
             if key == "failed_runs" and isinstance(value, list):
-                for failed in value:
+                for *failed, log in value:
                     terminalreporter.write_line(f"failed run: {failed}")
+                    terminalreporter.write_line(log)
             else:
                 terminalreporter.write_line(f"{key}: {value}")
 

@@ -161,6 +161,8 @@ class Run:
     kinds: list[str] = field(default_factory=list)
     page: str = ""
     """What the page saw: paste and input events, whether its text is the original."""
+    log: str = ""
+    """The daemon's log of a failed run (set ANYFILL_LOGGING__LEVEL=DEBUG for detail)."""
 
 
 def check_run(
@@ -174,6 +176,7 @@ def check_run(
     x.set_clipboard(USER_PRIMARY, "primary")
     answer_next(responder, Reply(text=reply))
     before = len(infill(server))
+    logged = len(daemon.log())
 
     outcome = press(x, daemon)
 
@@ -206,6 +209,9 @@ def check_run(
         run.kinds.append("caret moved without an insertion")
     if not run.kinds and not landed:
         run.kinds.append(f"clean failure: {outcome.status}: {outcome.reason}")
+    if run.kinds:
+        lines = daemon.log()[logged:].splitlines()
+        run.log = "\n".join(line for line in lines if "request r" not in line)
     return run
 
 
@@ -233,7 +239,7 @@ def test_chromium_many_presses_lose_nothing(
         statuses=dict(statuses),
         kinds=dict(kinds),
         failed_runs=[
-            (i, r.case, r.outcome, r.kinds, r.page) for i, r in enumerate(runs) if r.kinds
+            (i, r.case, r.outcome, r.kinds, r.page, r.log) for i, r in enumerate(runs) if r.kinds
         ],
     )
     hard = {kind: count for kind, count in kinds.items() if kind in HARD}

@@ -229,6 +229,9 @@ class SlowEditor:
         self.text, self.caret = text, caret
         self.selection: tuple[int, int] | None = None
         self.delays = {"<ctrl>+<shift>+<home>": 0.005, "<ctrl>+<shift>+<end>": 0.005}
+        self.stale_reclaim = False
+        """Re-claim PRIMARY with the previous selection on the next select key (Chromium)."""
+        self.last_selected = ""
         keys.on_key = self.key
         keys.on_paste = self.paste
 
@@ -239,8 +242,11 @@ class SlowEditor:
             self.selection = (start, end) if start != end else None
             self.delay = self.delays[chord]
             if self.selection:
-                picked = self.text[start:end]
+                picked = self.last_selected = self.text[start:end]
                 loop.call_later(self.delay, self.clipboard.app_claims, "primary", picked)
+            elif self.stale_reclaim and self.last_selected:
+                stale = self.last_selected
+                loop.call_later(self.delay, self.clipboard.app_claims, "primary", stale)
         elif chord == "<ctrl>+c" and self.selection:
             picked = self.text[self.selection[0] : self.selection[1]]
             loop.call_later(self.delay, self.clipboard.app_claims, "clipboard", picked)
@@ -289,5 +295,28 @@ async def test_a_suffix_answered_too_late_fails_cleanly_then_the_wait_has_learne
 
     assert (second.status, second.middle) == ("inserted", "big "), second
     assert editor.text == "Hello big world"
+    assert clipboard.data["clipboard"].text() == "user clipboard"
+    assert clipboard.data["primary"].text() == "user selection"
+
+
+async def test_a_stale_primary_claim_is_no_answer_for_the_next_side() -> None:
+    """Caret at the end: Chromium re-claims PRIMARY with the prefix selection during the
+    suffix side. Taking that as a suffix selection would press Left (the caret moves)."""
+    desktop, keys, clipboard, _ = fake_desktop(CHROMIUM)
+    clipboard.data["primary"] = ClipSnapshot.from_text("user selection")
+    editor = SlowEditor(clipboard, keys, "Hello ", 6)
+    editor.stale_reclaim = True
+    strategies: dict[CaptureStrategy, Strategy] = {
+        "keyboard": KeyboardCapture(desktop, Settings().capture)
+    }
+    pipeline = Pipeline(desktop, FakeCompleter(middle="world"), Settings(), strategies)
+
+    pipeline.trigger("complete")
+    assert pipeline._current is not None
+    outcome = await pipeline._current
+
+    assert (outcome.status, outcome.middle) == ("inserted", "world"), outcome
+    assert editor.text == "Hello world"
+    assert "<left>" not in keys.pressed
     assert clipboard.data["clipboard"].text() == "user clipboard"
     assert clipboard.data["primary"].text() == "user selection"
