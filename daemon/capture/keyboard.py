@@ -42,13 +42,13 @@ PREFIX_MARGIN = 5.0
 there would be mistaken for the second side's, so it cannot be caught afterwards."""
 SUFFIX_MARGIN = 3.0
 SUFFIX_NOW_MARGIN = 6.0
-SETTLE_FLOOR_S = 0.03
 SETTLE_CAP_S = 0.6
-"""Late claims are watched for a few times the app's slowest reaction, within these."""
-EMPTY_SIDE_SETTLE_S = 0.2
-"""At least this long when the last side was taken as empty: a late answer there leaves a
-selection that a paste would replace, so nothing is inserted before this has passed
-(it overlaps the backend's answer)."""
+"""Stale claims are watched for twice the app's slowest reaction, at most this long;
+checked again right before the paste and after it."""
+EMPTY_SIDE_SETTLE_S = 0.1
+"""When the last side was taken as empty, four times the slowest reaction and at least
+this long: a late answer there leaves a selection that a paste would replace, so nothing
+is inserted before this has passed (it overlaps the backend's answer)."""
 COPY_AFTER_SELECTION_S = 1.0
 """Once the app showed a selection, its copy is waited for at least this long."""
 SELECTIONS: tuple[Which, ...] = ("clipboard", "primary")
@@ -153,8 +153,11 @@ class KeyboardCapture:
                 timings=self.timings,
                 keys_at=last.keys_at if last is not None else time.monotonic(),
             )
-            floor = EMPTY_SIDE_SETTLE_S if late.collapse or late.all_ours else SETTLE_FLOOR_S
-            late.start(self.timings.settle(target.app, floor, SETTLE_CAP_S))
+            if late.collapse or late.all_ours:
+                settle = self.timings.settle(target.app, EMPTY_SIDE_SETTLE_S, SETTLE_CAP_S)
+            else:
+                settle = self.timings.settle(target.app, 0.0, SETTLE_CAP_S, factor=2.0)
+            late.start(settle)
             self._late = late
         return late
 

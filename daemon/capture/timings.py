@@ -53,10 +53,11 @@ class AppTimings:
         wanted = configured_s if slowest is None else max(configured_s, 3 * slowest)
         return min(wanted, cap_s)
 
-    def settle(self, app: str, floor_s: float, cap_s: float) -> float:
-        """How long a late claim caused by our keys may still come after the capture."""
+    def settle(self, app: str, floor_s: float, cap_s: float, factor: float = 4.0) -> float:
+        """How long a late claim caused by our keys may still come after the capture:
+        ``factor`` times the slowest reaction seen, within ``floor_s`` and ``cap_s``."""
         slowest = self.slowest_reaction(app)
-        wanted = floor_s if slowest is None else max(floor_s, 4 * slowest)
+        wanted = floor_s if slowest is None else max(floor_s, factor * slowest)
         return min(wanted, cap_s)
 
     # -- paste -----------------------------------------------------------------------

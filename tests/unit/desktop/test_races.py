@@ -274,7 +274,10 @@ async def test_a_suffix_answered_too_late_fails_cleanly_then_the_wait_has_learne
     desktop, keys, clipboard, _ = fake_desktop(CHROMIUM)
     clipboard.data["primary"] = ClipSnapshot.from_text("user selection")
     editor = SlowEditor(clipboard, keys, "Hello world", 6)
-    editor.delays["<ctrl>+<shift>+<end>"] = 0.15  # the suffix answers after its wait
+    # The prefix answers at once, so the suffix waits its 20 ms floor; it answers after
+    # 60 ms, within the 100 ms anyfill keeps watching before it inserts.
+    editor.delays["<ctrl>+<shift>+<home>"] = 0.0
+    editor.delays["<ctrl>+<shift>+<end>"] = 0.06
     keyboard = KeyboardCapture(desktop, Settings().capture)
     strategies: dict[CaptureStrategy, Strategy] = {"keyboard": keyboard}
     pipeline = Pipeline(desktop, FakeCompleter(), Settings(), strategies)
