@@ -12,16 +12,19 @@ from anyfill.daemon.capture.timings import AppTimings
 from anyfill.daemon.desktop import Desktop, Target
 from anyfill.daemon.inject.focus import ensure_focus, ensure_no_new_selection
 from anyfill.daemon.inject.paste import paste
-from anyfill.daemon.inject.policy import Method, choose
+from anyfill.daemon.inject.policy import choose
 
 log = logging.getLogger("anyfill.inject")
 
 
 @dataclass(frozen=True)
 class Inserted:
-    method: Method
+    method: str
+    """``paste``, ``type``, or the direct route's name."""
     doubt: str = ""
     """Why the text may not have landed as sent ('' when nothing points to it)."""
+    verified: bool = False
+    """The route itself read the text back (the direct route does)."""
 
 
 class Inserter:
@@ -34,7 +37,8 @@ class Inserter:
     async def insert(
         self, text: str, target: Target, app: AppSettings, *, selection_was_theirs: bool
     ) -> Inserted:
-        """Insert ``text`` at the caret of ``target``; FocusChanged if it lost the focus.
+        """Insert ``text`` at the caret of ``target``: the method used (the direct route
+        first, where the desktop has one); FocusChanged if the target lost the focus.
 
         ``selection_was_theirs``: the target owned PRIMARY right after capture (then a
         new selection cannot be told apart, and the selection guard is off).
@@ -51,6 +55,10 @@ class Inserter:
                 ensure_no_new_selection(self._desktop.clipboard, target.window_id)
 
         guard()
+        direct = self._desktop.direct
+        # An app rule asking for typed keys is taken at its word.
+        if direct is not None and app.mode != "type" and await direct.insert(text, target, focus):
+            return Inserted(direct.name, verified=True)
         method, why = choose(app.mode, text, self._config.type_max_chars)
         if method == "type":
             if await self._desktop.keys.type_text(text):
