@@ -123,9 +123,9 @@ class WlClipboard:
         reader: int | None = None,
         as_of: Offer | None = None,
     ) -> Offer | None:
+        # ``as_of`` is ignored: a Wayland selection carries no time and its owner cannot
+        # be seen, so a late claim could never show; the user's content always goes back.
         self._ours.pop(which, None)
-        if as_of is not None and as_of.lost.is_set():
-            return None  # someone took it after that offer: theirs stays
         if snapshot.empty:
             await _run(["wl-copy", *_flag(which), "--clear"])
             return None

@@ -281,7 +281,8 @@ class PortalClipboard:
         reader: int | None = None,
         as_of: Offer | None = None,
     ) -> Offer | None:
-        if which != "clipboard" or (as_of is not None and as_of.lost.is_set()):
+        # ``as_of`` is ignored: see WlClipboard.restore (no times, no visible owner).
+        if which != "clipboard":
             return None
         return await self.offer(which, snapshot)
 
