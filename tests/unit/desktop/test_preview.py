@@ -148,6 +148,8 @@ def rig(answers: dict[str, list[str]] | None = None) -> Rig:
     return Rig(pipeline, completer, port, keys, windows, events, core)
 
 
+# The fake capture cannot read the document back, so a paste reports "sent" (the E2E
+# tests see "inserted" in a real editor).
 async def test_the_popup_streams_then_tab_inserts_the_final_text_and_gives_the_keys_back() -> None:
     r = rig()
     task = await r.press_preview()
@@ -162,7 +164,7 @@ async def test_the_popup_streams_then_tab_inserts_the_final_text_and_gives_the_k
 
     r.port.press("accept0")
     outcome = await task
-    assert (outcome.status, outcome.middle, outcome.backend) == ("inserted", "big brown ", "first")
+    assert (outcome.status, outcome.middle, outcome.backend) == ("sent", "big brown ", "first")
     assert r.keys.pasted == ["big brown "]
     assert r.port.on_key is None
     assert r.port.releases == 1
@@ -206,7 +208,7 @@ async def test_tab_while_text_streams_inserts_the_whole_answer_once_done() -> No
     assert not task.done()
     r.completer.step.set()
     outcome = await task
-    assert (outcome.status, outcome.middle) == ("inserted", "big brown ")
+    assert (outcome.status, outcome.middle) == ("sent", "big brown ")
 
 
 async def test_alt_bracket_asks_the_next_backend_and_back_shows_the_first_again() -> None:
@@ -253,7 +255,7 @@ async def test_the_core_commands_reach_the_visible_preview() -> None:
     await wait_for(lambda: any(e.final for e in r.of(PreviewText)))
     assert r.core.accept()
     outcome = await task
-    assert outcome.status == "inserted"
+    assert outcome.status == "sent"
 
 
 async def test_insert_mode_preview_turns_the_complete_hotkey_into_a_preview() -> None:
@@ -267,7 +269,7 @@ async def test_insert_mode_preview_turns_the_complete_hotkey_into_a_preview() ->
     await wait_for(lambda: any(e.final for e in r.of(PreviewText)))
     r.port.press("accept0")
     outcome = await task
-    assert (outcome.status, outcome.method) == ("inserted", "paste")
+    assert (outcome.status, outcome.method) == ("sent", "paste")
 
 
 def test_code_is_shown_in_monospace_prose_is_not() -> None:
