@@ -254,4 +254,12 @@ class Engine:
 def finish(raw: str, plan: Plan, prompt: FimPrompt) -> str:
     """The exact middle from a raw answer: chat replies are unwrapped first."""
     text = extract_middle(raw) if plan.mode == "chat" else raw
-    return clean(text, prompt.prefix, prompt.suffix, stop=plan.stop, single_line=prompt.single_line)
+    return clean(
+        text,
+        prompt.prefix,
+        prompt.suffix,
+        stop=plan.stop,
+        single_line=prompt.single_line,
+        # A server's own FIM with a model we cannot name: any family's sentinel may leak.
+        family_known=plan.mode != "native" or bool(plan.template),
+    )

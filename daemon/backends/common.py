@@ -227,17 +227,48 @@ class HttpBackend(Backend):
         """Without a prompt-list API: one streamed request per prompt, run together."""
         if not self.capabilities.prompt_list:
             raise UnsupportedFeature(self.name, f"backend '{self.name}' cannot batch prompts")
-        return await self.batch_one_by_one(prompts)
+        return await self.batch_one_by_one(prompts, observer)
 
-    async def batch_one_by_one(self, prompts: Sequence[FimPrompt]) -> list[BatchResult]:
+    async def batch_one_by_one(
+        self, prompts: Sequence[FimPrompt], observer: StreamObserver | None = None
+    ) -> list[BatchResult]:
+        """Each prompt as its own streamed request, run together. Each result carries the
+        plan its request used (the cleaner needs its stop strings), and the first plan is
+        also reported as the batch's."""
+
         async def one(prompt: FimPrompt) -> BatchResult:
+            seen = _PlanCatcher(observer)
             try:
-                async with closing_stream(self.stream(prompt)) as chunks:
-                    return BatchResult(text="".join([chunk async for chunk in chunks]))
+                async with closing_stream(self.stream(prompt, seen)) as chunks:
+                    text = "".join([chunk async for chunk in chunks])
             except AnyfillError as exc:
                 return BatchResult(error=exc)
+            return BatchResult(text=text, usage=seen.usage, plan=seen.plan)
 
         return list(await asyncio.gather(*(one(p) for p in prompts)))
+
+
+class _PlanCatcher:
+    """Keeps one request's plan and usage; passes headers and the first plan on."""
+
+    __slots__ = ("outer", "plan", "usage")
+
+    def __init__(self, outer: StreamObserver | None) -> None:
+        self.outer = outer
+        self.plan: Plan | None = None
+        self.usage = Usage()
+
+    def on_response(self, status: int, headers: Mapping[str, str]) -> None:
+        if self.outer is not None:
+            self.outer.on_response(status, headers)
+
+    def on_usage(self, usage: Usage) -> None:
+        self.usage = usage
+
+    def on_plan(self, plan: Plan) -> None:
+        self.plan = plan
+        if self.outer is not None:
+            self.outer.on_plan(plan)
 
 
 class OpenResponse:

@@ -264,7 +264,7 @@ class LlamaCppBackend(HttpBackend):
             if self._infill is False:
                 raise
             # No template for a prompt list, but /infill may still work: one by one.
-            return await self.batch_one_by_one(prompts)
+            return await self.batch_one_by_one(prompts, observer)
         if observer is not None:
             observer.on_plan(
                 Plan(mode="template", template=template.name, stop=template.stop, note=why)

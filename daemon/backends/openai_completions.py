@@ -257,7 +257,7 @@ class OpenAICompletionsBackend(HttpBackend):
         if not prompts:
             return []
         if self.native_suffix():
-            return await self.batch_one_by_one(prompts)
+            return await self.batch_one_by_one(prompts, observer)
         template = self.template()
         if observer is not None:
             observer.on_plan(Plan(mode="template", template=template.name, stop=template.stop))

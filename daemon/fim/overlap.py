@@ -14,6 +14,7 @@ import re
 __all__ = [
     "imbalance",
     "trim_following_lines",
+    "trim_extra_newlines",
     "trim_prefix_echo",
     "trim_suffix_echo",
 ]
@@ -92,15 +93,31 @@ def _ends_inside_word(text: str, k: int) -> bool:
     return 0 < k < len(text) and _is_word(text[k - 1]) and _is_word(text[k])
 
 
+def _first_line(suffix: str) -> str:
+    return suffix.split("\n", 1)[0].rstrip("\r")
+
+
+def _is_evidence(middle: str, suffix: str, k: int) -> bool:
+    """Whether an overlap of ``k`` characters between the end of ``middle`` and the start
+    of ``suffix`` is a repeat rather than a coincidence: the whole first line of the suffix,
+    or whole words of three characters or more. ``addres`` before ``s)`` is a word being
+    finished, not an echo."""
+    echo = suffix[:k]
+    if k >= len(_first_line(suffix)):
+        return True
+    starts_word = k == len(middle) or not (_is_word(middle[-k - 1]) and _is_word(echo[0]))
+    return len(echo.strip()) >= _MIN_ECHO and starts_word and not _ends_inside_word(suffix, k)
+
+
 def trim_suffix_echo(middle: str, prefix: str, suffix: str) -> str:
     """Remove the end of ``middle`` that repeats the start of ``suffix``.
 
     Seed case: after ``print("Hel`` and before ``)``, the answer ``lo World")`` ends with the
     ``)`` that is already there, so it becomes ``lo World"``. Among the candidate overlaps the
-    one that leaves the fewest unbalanced brackets and quotes wins; when cutting and keeping
-    balance equally, the overlap is cut only if it ends on a word boundary of the suffix (a
-    model repeats whole words, while ``bo`` + ``ok`` is just a word that continues).
-    Whitespace-only overlaps (``\\n`` before ``\\n``) are kept: a blank line may be meant.
+    one that leaves the fewest unbalanced brackets and quotes wins. When cutting does not
+    improve the balance, only evidence of a repeat cuts (``_is_evidence``: the whole first
+    line of the suffix, or whole words), so ``addres``
+    before ``s)`` stays whole. Whitespace-only overlaps are left to ``trim_extra_newlines``.
     """
     limit = min(len(middle), len(suffix))
     candidates = [
@@ -111,6 +128,11 @@ def trim_suffix_echo(middle: str, prefix: str, suffix: str) -> str:
     # Only the longest few matter (the echo is the longest one unless the answer's own end
     # overlaps too); this bounds the work on repetitive text such as "aaaa".
     candidates = candidates[:_MAX_CANDIDATES]
+    evident = [k for k in candidates if _is_evidence(middle, suffix, k)]
+    line = _first_line(suffix)
+    if evident and evident[0] >= len(line) and len(line.strip()) >= _MIN_ECHO:
+        # The model wrote the rest of the caret's line again: no balance can argue with that.
+        return middle[: -evident[0]]
     before, after = _window(prefix, suffix)
     keep = imbalance(before + middle + after)
     scores = {k: imbalance(before + middle[:-k] + after) for k in candidates}
@@ -118,11 +140,28 @@ def trim_suffix_echo(middle: str, prefix: str, suffix: str) -> str:
     if best < keep:
         k = max(k for k, score in scores.items() if score == best)
         return middle[:-k]
-    if best == keep:
-        ties = [k for k, s in scores.items() if s == best and not _ends_inside_word(suffix, k)]
-        if ties:
-            return middle[: -max(ties)]
+    ties = [k for k in evident if scores[k] <= keep]
+    if ties:
+        return middle[: -max(ties)]
     return middle
+
+
+def trim_extra_newlines(middle: str, prefix: str, suffix: str) -> str:
+    """Drop the line break that ends a one-line ``middle`` when the suffix starts with one.
+
+    ``return `` + ``x\n`` before ``\n\nprint(...)``: the model finished the caret's line
+    and ended it with the break that is already there, which would add a blank line. Only
+    a middle that finishes a line the caret's own text started, with text after the
+    suffix's break, is trimmed: a true middle ends exactly there about once in a thousand
+    random cuts of real code, a model's extra break is common.
+    """
+    if not (middle.endswith("\n") and suffix.startswith("\n")):
+        return middle
+    body = middle.rstrip("\n")
+    caret_line = prefix[prefix.rfind("\n") + 1 :]
+    if "\n" in body or not body.strip() or not caret_line.strip() or not suffix.strip():
+        return middle
+    return middle[:-1]
 
 
 def _indent_at(text: str, start: int) -> int:

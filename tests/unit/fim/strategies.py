@@ -269,10 +269,23 @@ def repeats_a_line(text: str) -> bool:
     return any(lines.count(line) >= 4 for line in set(lines))
 
 
+def ends_its_line_before_a_break(hole: Hole) -> bool:
+    """A one-line middle that finishes the caret's line with a break before the suffix's
+    own break: exactly what a model's stray line break looks like."""
+    body = hole.middle.rstrip("\n")
+    return (
+        hole.middle.endswith("\n")
+        and hole.suffix.startswith("\n")
+        and "\n" not in body
+        and bool(body.strip())
+    )
+
+
 def unambiguous(hole: Hole) -> bool:
     """The true middle does not itself look like one of the faults the cleaner removes."""
     return not (
         ends_with_suffix_start(hole.middle, hole.suffix)
+        or ends_its_line_before_a_break(hole)
         or starts_with_prefix_text(hole.middle, hole.prefix)
         or copies_following_lines(hole.middle, hole)
         or repeats_a_line(hole.middle)

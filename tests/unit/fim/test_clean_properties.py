@@ -48,17 +48,21 @@ def test_suffix_echo_is_removed(hole: Hole, data: st.DataObject) -> None:
     suffix = hole.suffix
     # The model repeats whole words: an echo that stops inside a word of the suffix ("bo" +
     # "ok") is what a continuing word looks like. Whitespace-only echoes are ambiguous too
-    # (a blank line may be meant).
+    # (a blank line may be meant). A repeat must also be told from a coincidence: the
+    # whole rest of the caret's line, or whole words of three characters or more.
+    line = suffix.split("\n", 1)[0]
     ends = [
         k
         for k in range(1, len(suffix) + 1)
         if suffix[:k].strip()
         and not (k < len(suffix) and suffix[k - 1].isalnum() and suffix[k].isalnum())
         and suffix[k - 1] != "_"
+        and (len(suffix[:k].strip()) >= 3 or (k >= len(line) and len(line.strip()) >= 3))
     ]
     assume(ends)
     k = data.draw(st.sampled_from(ends), label="echo length")
     answer = hole.middle + suffix[:k]
+    assume(not hole.middle or not (hole.middle[-1].isalnum() and suffix[0].isalnum()))
     # With the echo the answer may start like the prefix (an empty middle and a suffix that
     # repeats the line before): then it is an echo of both sides.
     assume(not starts_with_prefix_text(answer, hole.prefix))
