@@ -26,7 +26,16 @@ from anyfill.daemon.backends.wire import (
     parse_json,
     transport_error,
 )
-from anyfill.daemon.errors import AnyfillError, BackendTimeout, ProtocolError, UnsupportedFeature
+from anyfill.daemon.backends.wire import (
+    origin as _origin,
+)
+from anyfill.daemon.errors import (
+    AnyfillError,
+    BackendTimeout,
+    BackendUnavailable,
+    ProtocolError,
+    UnsupportedFeature,
+)
 from anyfill.daemon.fim.templates import FimTemplate
 
 __all__ = [
@@ -197,9 +206,8 @@ class HttpBackend(Backend):
     async def post_json(self, url: str, body: Any, observer: StreamObserver | None = None) -> Any:
         """A non-streamed POST answered with one JSON document."""
         async with self.request("POST", url, json=body, observer=observer) as response:
-            with map_transport_errors(self.name, url, streaming=True):
-                raw = await response.aread()
-        return parse_json(raw.decode("utf-8", "replace"), self.name)
+            raw = await read_body(response, self.name, url)
+        return parse_json_bytes(raw, self.name)
 
     def deadline(self) -> float:
         return time.monotonic() + self.config.timeouts.total_s
@@ -299,6 +307,16 @@ class OpenResponse:
         try:
             if self._observer is not None:
                 self._observer.on_response(response.status_code, response.headers)
+            status = response.status_code
+            if 300 <= status < 400:
+                raise redirect_error(backend.name, status, self._url, response.headers)
+            if status < 300 and "text/html" in response.headers.get("content-type", ""):
+                raise ProtocolError(
+                    backend.name,
+                    f"backend '{backend.name}' answered {status} with an HTML page, not its "
+                    f"API: {_origin(self._url)} is a web server; fix the backend's url",
+                    status=status,
+                )
             if response.status_code >= 400:
                 with map_transport_errors(backend.name, self._url):
                     body = await response.aread()
@@ -319,6 +337,48 @@ class OpenResponse:
     async def __aexit__(self, *exc_info: object) -> None:
         if self._response is not None:
             await self._response.aclose()
+
+
+def redirect_error(
+    backend: str, status: int, url: str, headers: Mapping[str, str]
+) -> BackendUnavailable:
+    """A 3xx: anyfill does not follow redirects (a key must not travel to another host)."""
+    location = headers.get("location", "")
+    where = (
+        f" to {_origin(location)}{httpx.URL(location).path}"
+        if location.startswith(("http://", "https://"))
+        else (f" to {location.split('?', 1)[0]}" if location else "")
+    )
+    return BackendUnavailable(
+        backend,
+        f"backend '{backend}' answered {status}, a redirect{where}; anyfill does not follow "
+        f"redirects: set the backend's url to the address the server points to",
+        status=status,
+    )
+
+
+async def read_body(response: httpx.Response, backend: str, url: str) -> bytes:
+    """The whole body; a transport failure or a body its Content-Encoding cannot decode
+    becomes our error."""
+    with map_transport_errors(backend, url, streaming=True):
+        try:
+            return await response.aread()
+        except httpx.DecodingError as exc:
+            raise ProtocolError(
+                backend,
+                f"backend '{backend}' sent a body that its Content-Encoding "
+                f"({response.headers.get('content-encoding', '?')}) cannot decode",
+            ) from exc
+
+
+def parse_json_bytes(raw: bytes, backend: str) -> Any:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(
+            backend, f"backend '{backend}' sent text that is not valid UTF-8; refused"
+        ) from exc
+    return parse_json(text, backend)
 
 
 def batch_results(

@@ -24,7 +24,13 @@ from anyfill.daemon.backends.base import (
     StreamObserver,
     Usage,
 )
-from anyfill.daemon.backends.common import HttpBackend, batch_results, raw_prompt
+from anyfill.daemon.backends.common import (
+    HttpBackend,
+    batch_results,
+    parse_json_bytes,
+    raw_prompt,
+    read_body,
+)
 from anyfill.daemon.backends.wire import error_message, iter_sse, parse_json
 from anyfill.daemon.errors import (
     BadRequest,
@@ -229,8 +235,11 @@ class LlamaCppBackend(HttpBackend):
         )
 
     async def _model_name(self) -> str:
-        async with self.request("GET", self.url("/props")) as response:
-            props = parse_json((await response.aread()).decode("utf-8", "replace"), self.name)
+        url = self.url("/props")
+        async with self.request("GET", url) as response:
+            props = parse_json_bytes(await read_body(response, self.name, url), self.name)
+        if not isinstance(props, dict):
+            raise ProtocolError(self.name, f"backend '{self.name}': /props is not a JSON object")
         path = str(props.get("model_path") or props.get("model_alias") or "")
         return path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".gguf")
 

@@ -13,8 +13,8 @@ import re
 
 __all__ = [
     "imbalance",
-    "trim_following_lines",
     "trim_extra_newlines",
+    "trim_following_lines",
     "trim_prefix_echo",
     "trim_suffix_echo",
 ]

@@ -46,8 +46,11 @@ def cut(rng: random.Random, *, at_line_end: bool = False) -> Hole:
     if at_line_end:
         newline = text.find("\n", start + 1)
         end = newline if newline != -1 else len(text)
-    return Hole(prefix=text[max(0, start - 4000) : start], middle=text[start:end],
-                suffix=text[end : end + 4000])
+    return Hole(
+        prefix=text[max(0, start - 4000) : start],
+        middle=text[start:end],
+        suffix=text[end : end + 4000],
+    )
 
 
 def faulty(hole: Hole, fault: str, path: str = "native") -> str | None:
