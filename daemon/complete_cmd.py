@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import random
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,7 +26,13 @@ from anyfill.config.secrets import resolve_api_key
 from anyfill.daemon.completion import Completion, CompletionRequest
 from anyfill.daemon.context import Context
 from anyfill.daemon.engine import Engine
-from anyfill.daemon.errors import AnyfillError, NeedsKeyError
+from anyfill.daemon.errors import (
+    AnyfillError,
+    BackendError,
+    NeedsKeyError,
+    RateLimited,
+    error_text,
+)
 
 __all__ = ["CompleteArgs", "run_complete"]
 
@@ -94,7 +101,7 @@ def run_complete(
     context = _single_context(args, settings, stdin)
     completion = asyncio.run(_run_one(settings, chain, context, args))
     if args.as_json:
-        stdout.write(json.dumps(_describe(completion), ensure_ascii=False) + "\n")
+        stdout.write(result_line(_describe(completion)))
     else:
         stdout.write(completion.middle)
     stdout.flush()
@@ -260,18 +267,73 @@ class _Line:
     error: str | None
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unicode_problem(*texts: str) -> bool:
+    """A lone surrogate (``"\\ud800"``) is valid JSON syntax but no Unicode text."""
+    try:
+        for text in texts:
+            text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _parse_line(number: int, line: str) -> _Line:
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        return _Line(number, number, None, f"line {number}: not JSON ({exc.msg})")
+        obj = json.loads(line, parse_constant=_reject_constant)
+    except ValueError as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        return _Line(number, None, None, f"line {number}: not JSON ({reason})")
     if not isinstance(obj, dict):
-        return _Line(number, number, None, f"line {number}: expected a JSON object")
-    ident = obj.get("id", number)
+        return _Line(number, None, None, f"line {number}: expected a JSON object")
+    ident = obj.get("id")
     prefix, suffix = obj.get("prefix"), obj.get("suffix", "")
     if not isinstance(prefix, str) or not isinstance(suffix, str):
         return _Line(number, ident, None, f'line {number}: "prefix" and "suffix" must be strings')
-    return _Line(number, ident, _context(prefix, suffix, str(obj.get("filename") or "")), None)
+    filename = obj.get("filename") or ""
+    if not isinstance(filename, str) or _unicode_problem(prefix, suffix, filename):
+        return _Line(
+            number, ident, None, f"line {number}: text with a lone surrogate is not Unicode text"
+        )
+    return _Line(number, ident, _context(prefix, suffix, filename), None)
+
+
+def result_line(result: dict[str, Any]) -> str:
+    """One strict JSON line (RFC 8259: no NaN, no lone surrogates in the UTF-8 output)."""
+    text = json.dumps(result, ensure_ascii=False, allow_nan=False)
+    if _unicode_problem(text):
+        text = json.dumps(result, ensure_ascii=True, allow_nan=False)
+    return text + "\n"
+
+
+#: How long one batch line keeps asking a backend that answers "later" (429, 5xx, resets).
+BATCH_PATIENCE_S = 120.0
+BATCH_ATTEMPTS = 4
+
+
+async def _complete_patiently(
+    engine: Engine, request: CompletionRequest, sleep: Callable[[float], Awaitable[None]]
+) -> Completion:
+    """A batch line waits for its backends instead of failing: after a retryable failure
+    it waits as long as the server asked (or a short backoff) and asks again, up to
+    ``BATCH_ATTEMPTS`` times within ``BATCH_PATIENCE_S``."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + BATCH_PATIENCE_S
+    for attempt in range(1, BATCH_ATTEMPTS + 1):
+        try:
+            return await engine.complete(replace(request, id=f"{request.id}.{attempt}"))
+        except BackendError as exc:
+            wait = exc.retry_after if isinstance(exc, RateLimited) else None
+            if wait is None:
+                wait = min(2.0, 0.25 * 2 ** (attempt - 1))
+            wait += random.uniform(0, 0.25)  # the lines that waited together spread out
+            if not exc.retryable or attempt == BATCH_ATTEMPTS or loop.time() + wait > give_up:
+                raise
+            await sleep(wait)
+    raise AssertionError("unreachable")
 
 
 async def _run_batch(
@@ -290,20 +352,30 @@ async def _run_batch(
     async with Engine(settings) as engine:
 
         async def answer(line: _Line) -> dict[str, Any]:
-            out: dict[str, Any] = {"id": line.id, "middle": None, "backend": None, "ms": None}
+            out: dict[str, Any] = {
+                "id": line.id,
+                "line": line.number,
+                "middle": None,
+                "backend": None,
+                "ms": None,
+            }
             if line.context is None:
                 return {**out, "error": line.error}
             # Batch priority: lines are independent, none supersedes another.
             request = CompletionRequest(
-                line.context, backends=chain, max_tokens=args.max_tokens, priority="batch"
+                line.context,
+                id=f"line-{line.number}",
+                backends=chain,
+                max_tokens=args.max_tokens,
+                priority="batch",
             )
             async with gate:
                 try:
-                    done = await engine.complete(request)
+                    done = await _complete_patiently(engine, request, asyncio.sleep)
                 except AnyfillError as exc:
-                    return {**out, "error": str(exc)}
+                    return {**out, "error": error_text(exc)}
             return {
-                "id": line.id,
+                **out,
                 "middle": done.middle,
                 "backend": done.backend,
                 "ms": round(done.ms, 1),
@@ -314,7 +386,7 @@ async def _run_batch(
         for task in tasks:  # in input order, each as soon as it and those before are done
             result = await task
             failed = failed or result["error"] is not None
-            stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+            stdout.write(result_line(result))
             stdout.flush()
     return EXIT_SOME_FAILED if failed else EXIT_OK
 

@@ -56,6 +56,7 @@ __all__ = [
     "SelectionAppeared",
     "ServerError",
     "UnsupportedFeature",
+    "error_text",
 ]
 
 
@@ -183,3 +184,16 @@ class SelectionAppeared(InsertError):
 
 class BusError(AnyfillError):
     retryable = True
+
+
+def error_text(exc: BaseException) -> str:
+    """What to tell the user about ``exc``: its message, and when every backend of a chain
+    failed, each one's failure, the first choice first (the cause to fix is usually there,
+    not in the last fallback's "nothing listens")."""
+    for note in getattr(exc, "__notes__", ()):
+        if isinstance(note, str) and note.startswith(EVERY_BACKEND_FAILED):
+            return note
+    return str(exc)
+
+
+EVERY_BACKEND_FAILED = "every backend failed: "
