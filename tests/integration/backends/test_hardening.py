@@ -1,0 +1,163 @@
+"""Hostile servers and inputs (issue 9): each answer maps to our error tree with a message
+that says what happened, and the exact middle holds on every path."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.integration.backends.test_complete_cli import anyfill
+from tests.servers import LlamaCpp, RecordedRequest, Reply, Response
+from tests.servers.fixtures import StartServer
+
+DOC = 'print("Hel<|cursor|>)\n'
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    environ = {
+        k: v for k, v in os.environ.items() if not k.startswith("ANYFILL_") and "API_KEY" not in k
+    }
+    environ["ANYFILL_CONFIG"] = str(tmp_path / "absent.toml")
+    environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.null.Keyring"
+    return environ
+
+
+class Fixed:
+    """Answers every POST with one canned raw response."""
+
+    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        self.status, self.headers, self.body_bytes = status, headers, body
+
+    async def __call__(self, request: RecordedRequest, response: Response) -> None:
+        await response.body(self.status, self.body_bytes, self.headers)
+
+
+async def run_doc(env: dict[str, str], url: str) -> tuple[int, str]:
+    run = await anyfill(env, "-", "--type", "llamacpp", "--url", url, stdin=DOC)
+    return run.code, run.err
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "body", "says"),
+    [
+        (301, {"Location": "http://127.0.0.1:9/infill"}, b"", "redirect to http://127.0.0.1:9"),
+        (200, {"Content-Type": "text/html"}, b"<html>hi</html>", "HTML page"),
+        (
+            200,
+            {"Content-Type": "text/event-stream", "Content-Encoding": "gzip"},
+            b"data: not gzip at all\n\n",
+            "Content-Encoding (gzip) cannot decode",
+        ),
+        (
+            200,
+            {"Content-Type": "text/event-stream"},
+            b'data: {"content": "caf\xc3", "stop": false}\n\n',
+            "not valid UTF-8",
+        ),
+    ],
+)
+async def test_a_hostile_answer_is_named_not_a_traceback(
+    loopback: StartServer,
+    env: dict[str, str],
+    status: int,
+    headers: dict[str, str],
+    body: bytes,
+    says: str,
+) -> None:
+    srv = await loopback(Fixed(status, headers, body))
+    code, err = await run_doc(env, srv.url)
+    assert code == 1
+    assert "Traceback" not in err
+    assert "internal error" not in err
+    assert says in err, err
+
+
+async def test_gzip_that_is_gzip_still_works(loopback: StartServer, env: dict[str, str]) -> None:
+    payload = (
+        b'data: {"content": "lo World\\"", "stop": false}\n\n'
+        b'data: {"content": "", "stop": true}\n\n'
+    )
+    srv = await loopback(
+        Fixed(
+            200,
+            {"Content-Type": "text/event-stream", "Content-Encoding": "gzip"},
+            gzip.compress(payload),
+        )
+    )
+    run = await anyfill(env, "-", "--type", "llamacpp", "--url", srv.url, stdin=DOC)
+    assert run.code == 0, run.err
+    assert run.out == 'lo World"'
+
+
+async def test_props_that_is_not_an_object_is_our_error(
+    loopback: StartServer, env: dict[str, str]
+) -> None:
+    class ListProps(LlamaCpp):
+        def props(self) -> list[int]:  # type: ignore[override]
+            return [1, 2]
+
+    srv = await loopback(ListProps(fim=False))
+    code, err = await run_doc(env, srv.url)
+    assert code == 1
+    assert "/props is not a JSON object" in err, err
+
+
+async def test_port_zero_stays_in_the_message(env: dict[str, str]) -> None:
+    code, err = await run_doc(env, "http://127.0.0.1:0")
+    assert code == 1
+    assert "http://127.0.0.1:0" in err, err
+
+
+async def test_batch_one_by_one_reports_the_plan(
+    loopback: StartServer, env: dict[str, str]
+) -> None:
+    # A model name no template knows and no single FIM token from /tokenize: the prompt
+    # list cannot be templated, so each line goes to /infill on its own.
+    srv = await loopback(
+        LlamaCpp(default=Reply(text="x = 1"), model_path="/m/mystery.gguf", vocab=())
+    )
+    lines = "".join(
+        json.dumps({"id": i, "prefix": f"v{i} = ", "suffix": "\n"}) + "\n" for i in range(3)
+    )
+    run = await anyfill(env, "--jsonl", "-", "--type", "llamacpp", "--url", srv.url, stdin=lines)
+    results = [json.loads(line) for line in run.out.splitlines()]
+    assert [r["error"] for r in results] == [None] * 3, results
+    assert [r["middle"] for r in results] == ["x = 1"] * 3
+    assert sum(r.path == "/infill" for r in srv.requests) == 3
+
+
+async def test_jsonl_output_is_strict_json_and_keeps_ids(
+    loopback: StartServer, env: dict[str, str]
+) -> None:
+    srv = await loopback(LlamaCpp(default=Reply(text="x = 1")))
+    lines = "\n".join(
+        [
+            '{"id": NaN, "prefix": "a = ", "suffix": "\\n"}',
+            '{"id": "\\ud800", "prefix": "a = ", "suffix": "\\n"}',
+            '{"id": "s", "prefix": "a = \\udc00", "suffix": "\\n"}',
+            '{"id": 2, "prefix": "b = ", "suffix": "\\n"}',
+            "[1]",
+        ]
+    )
+    run = await anyfill(env, "--jsonl", "-", "--type", "llamacpp", "--url", srv.url, stdin=lines)
+    assert "Traceback" not in run.err
+    out = run.out.splitlines()
+    assert len(out) == 5, run.err
+
+    def refuse(name: str) -> object:
+        raise ValueError(name)
+
+    results = [json.loads(line, parse_constant=refuse) for line in out]
+    assert [r["line"] for r in results] == [1, 2, 3, 4, 5]
+    assert results[0]["error"].startswith("line 1: not JSON")
+    assert results[1]["id"] == "\ud800"  # kept, written as an escape
+    assert "lone surrogate" in results[2]["error"]
+    assert results[3] == {**results[3], "id": 2, "middle": "x = 1", "error": None}
+    # Line 5 is not an object; no id of ours is made up that could collide with the user's.
+    assert results[4]["id"] is None
+    assert results[4]["error"] == "line 5: expected a JSON object"
