@@ -161,3 +161,10 @@ async def test_jsonl_output_is_strict_json_and_keeps_ids(
     # Line 5 is not an object; no id of ours is made up that could collide with the user's.
     assert results[4]["id"] is None
     assert results[4]["error"] == "line 5: expected a JSON object"
+
+
+async def test_usage_errors_carry_the_one_prefix(env: dict[str, str]) -> None:
+    run = await anyfill(env, "-", "--type", "gpt", "--url", "http://127.0.0.1:1", stdin=DOC)
+    assert run.code == 2
+    assert "anyfill: error: unknown backend type 'gpt'" in run.err
+    assert "Error:" not in run.err.replace("anyfill: error:", "")
