@@ -21,10 +21,10 @@ from anyfill.daemon.capture.clipboard_mode import ClipboardCapture
 from anyfill.daemon.capture.keyboard import KeyboardCapture
 from anyfill.daemon.completion import Completer
 from anyfill.daemon.desktop import Desktop
-from anyfill.daemon.errors import DesktopUnavailable
+from anyfill.daemon.errors import AnyfillError, DesktopUnavailable, error_text
 from anyfill.daemon.heap import freeze_startup_objects
 from anyfill.daemon.hotkeys import Action, bindings_from
-from anyfill.daemon.log import setup_logging
+from anyfill.daemon.log import FILE_ONLY, setup_logging
 from anyfill.daemon.pipeline import Pipeline
 from anyfill.daemon.waiting import first_set
 
@@ -117,7 +117,11 @@ def run_daemon(settings: Settings, *, headless: bool, debug: bool = False) -> No
         log.info("logging to %s", path)
     if not headless:
         log.warning("the tray is not available yet; running headless")
-    asyncio.run(_main(settings))
+    try:
+        asyncio.run(_main(settings))
+    except AnyfillError as exc:  # no display, hotkey taken...: the log file says so too
+        log.error("anyfill could not run: %s", error_text(exc), extra=FILE_ONLY)
+        raise
 
 
 async def _main(settings: Settings) -> None:

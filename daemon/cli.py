@@ -120,7 +120,7 @@ def complete(state: CliState, /, **options: Any) -> int:
     """
     from anyfill.daemon.complete_cmd import CompleteArgs, run_complete
 
-    return run_complete(state.settings, CompleteArgs(**options))
+    return run_complete(state.settings, CompleteArgs(**options), debug=state.debug)
 
 
 @cli.command()
@@ -192,8 +192,9 @@ def config_show(state: CliState, changed: bool) -> None:
     """Print the effective configuration (file + environment) as TOML."""
     import tomlkit
 
-    settings = state.settings()
-    data = settings.model_dump(mode="json", exclude_defaults=changed, exclude_none=True)
+    from anyfill.config.store import shown_settings
+
+    data = shown_settings(state.settings(), changed_only=changed)
     click.echo(tomlkit.dumps(data), nl=False)
 
 

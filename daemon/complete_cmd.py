@@ -33,6 +33,7 @@ from anyfill.daemon.errors import (
     RateLimited,
     error_text,
 )
+from anyfill.daemon.log import redact, setup_logging
 
 __all__ = ["CompleteArgs", "run_complete"]
 
@@ -79,6 +80,7 @@ def run_complete(
     *,
     stdin: IO[str] | None = None,
     stdout: IO[str] | None = None,
+    debug: bool = False,
 ) -> int:
     """Run the command; usage problems raise ``click.UsageError`` (exit 2)."""
     # Text is read byte-faithfully (no newline translation): a CRLF document gets a middle
@@ -93,8 +95,9 @@ def run_complete(
             "give one input: a FILE (or - for stdin), --prefix-file/--suffix-file, or --jsonl"
         )
     settings, chain = _backends(load_settings, args)
+    _log_as_configured(settings, debug=debug)
     if args.jsonl:
-        text = _read_text(args.jsonl, stdin, "--jsonl")
+        text = _read_text(args.jsonl, stdin, "--jsonl", MAX_JSONL_BYTES)
         # Not splitlines(): U+2028 and friends may stand unescaped inside JSON strings.
         lines = [line.removesuffix("\r") for line in text.split("\n")]
         return asyncio.run(_run_batch(settings, chain, lines, args, stdout))
@@ -106,6 +109,20 @@ def run_complete(
         stdout.write(completion.middle)
     stdout.flush()
     return EXIT_OK
+
+
+def _log_as_configured(settings: Settings, *, debug: bool) -> None:
+    """``[logging]`` and ``[privacy]`` hold for ``complete`` as for the daemon: the file gets
+    the configured level, the terminal warnings (everything with ``--debug``)."""
+    logs = settings.logging
+    setup_logging(
+        level="DEBUG" if debug else logs.level,
+        to_file=logs.file,
+        max_bytes=logs.max_bytes,
+        backups=logs.backups,
+        log_text=settings.privacy.log_text,
+        stderr_level="DEBUG" if debug else "WARNING",
+    )
 
 
 # -- choosing the backend ------------------------------------------------------------------
@@ -187,19 +204,41 @@ def _check_keys(settings: Settings, chain: Sequence[str], *, adhoc: bool) -> Non
 # -- inputs -----------------------------------------------------------------------------------
 
 
-def _read_text(source: str | Path, stdin: IO[str], what: str) -> str:
+MAX_DOCUMENT_BYTES = 16 * 2**20
+"""A document, prefix or suffix file: the engine sends a few thousand characters of it."""
+MAX_JSONL_BYTES = 256 * 2**20
+MAX_JSONL_LINE_CHARS = 16 * 2**20
+
+
+def _read_text(
+    source: str | Path, stdin: IO[str], what: str, limit: int = MAX_DOCUMENT_BYTES
+) -> str:
+    """The whole text of ``source`` (``-``: standard input), at most ``limit`` characters:
+    ``/dev/zero`` or a runaway pipe gets a clear error instead of eating the memory."""
+    shown = "standard input" if str(source) == "-" else str(source)
+    too_big = click.UsageError(
+        f"{what}: {shown} is larger than {limit // 2**20} MiB; anyfill reads at most that"
+    )
     try:
         if str(source) == "-":
-            return stdin.read()
-        with Path(source).open(encoding="utf-8", newline="") as file:
-            return file.read()
+            text = stdin.read(limit + 1)
+        else:
+            path = Path(source)
+            if path.is_dir():
+                raise click.UsageError(f"{what}: {source} is a directory")
+            with path.open(encoding="utf-8", newline="") as file:
+                text = file.read(limit + 1)
     except FileNotFoundError:
         raise click.UsageError(f"{what}: no such file: {source}") from None
     except UnicodeDecodeError:
-        shown = "standard input" if str(source) == "-" else source
         raise click.UsageError(f"{what}: {shown} is not UTF-8 text") from None
+    except MemoryError:
+        raise too_big from None
     except OSError as exc:
         raise click.UsageError(f"{what}: cannot read {source}: {exc.strerror}") from None
+    if len(text) > limit:
+        raise too_big
+    return text
 
 
 def _single_context(args: CompleteArgs, settings: Settings, stdin: IO[str]) -> Context:
@@ -210,6 +249,8 @@ def _single_context(args: CompleteArgs, settings: Settings, stdin: IO[str]) -> C
         return _context(prefix, suffix, filename)
     source = args.document or "-"
     text = _read_text(source, stdin, "FILE")
+    if args.marker is not None and not args.marker:
+        raise click.UsageError("--marker cannot be empty: name the text that marks the cursor")
     marker = args.marker or settings.capture.cursor_marker
     shown = "standard input" if source == "-" else source
     count = text.count(marker)
@@ -282,6 +323,9 @@ def _unicode_problem(*texts: str) -> bool:
 
 
 def _parse_line(number: int, line: str) -> _Line:
+    if len(line) > MAX_JSONL_LINE_CHARS:
+        limit = MAX_JSONL_LINE_CHARS // 2**20
+        return _Line(number, None, None, f"line {number}: longer than {limit} MiB; skipped")
     try:
         obj = json.loads(line, parse_constant=_reject_constant)
     except ValueError as exc:
@@ -373,7 +417,7 @@ async def _run_batch(
                 try:
                     done = await _complete_patiently(engine, request, asyncio.sleep)
                 except AnyfillError as exc:
-                    return {**out, "error": error_text(exc)}
+                    return {**out, "error": redact(error_text(exc))}
             return {
                 **out,
                 "middle": done.middle,

@@ -78,8 +78,9 @@ class AnthropicBackend(HttpBackend):
                     raise ProtocolError(self.name, f"backend '{self.name}' sent a non-object event")
                 kind = obj.get("type", event.event)
                 if kind == "error" or event.event == "error":
-                    error = obj.get("error") or {}
-                    status = EVENT_STATUS.get(str(error.get("type")), 500)
+                    error = obj.get("error")
+                    kind_name = error.get("type") if isinstance(error, dict) else None
+                    status = EVENT_STATUS.get(str(kind_name), 500)
                     raise error_for_status(
                         self.name,
                         status,

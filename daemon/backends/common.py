@@ -24,6 +24,7 @@ from anyfill.daemon.backends.wire import (
     error_for_status,
     map_transport_errors,
     parse_json,
+    request_strings,
     transport_error,
 )
 from anyfill.daemon.backends.wire import (
@@ -328,6 +329,7 @@ class OpenResponse:
                     url=self._url,
                     model=backend.model_name(),
                     key_hint=backend.key_hint(),
+                    sent=request_strings(self._request.content),
                 )
         except BaseException:
             await response.aclose()

@@ -62,7 +62,9 @@ class GeminiBackend(HttpBackend):
                 if not isinstance(obj, dict):
                     raise ProtocolError(self.name, f"backend '{self.name}' sent a non-object event")
                 if "error" in obj:
-                    status = int((obj.get("error") or {}).get("code") or 500)
+                    error = obj.get("error")
+                    code = error.get("code") if isinstance(error, dict) else None
+                    status = code if type(code) is int and 400 <= code <= 599 else 500
                     raise error_for_status(
                         self.name, status, {}, event.data.encode(), url=url, model=self.model_name()
                     )

@@ -27,7 +27,7 @@ from anyfill.daemon.backends.base import (
 )
 from anyfill.daemon.backends.common import HttpBackend, batch_results, join_url, raw_prompt
 from anyfill.daemon.backends.llamacpp import configured_template
-from anyfill.daemon.backends.wire import error_message, iter_sse_batches, parse_json
+from anyfill.daemon.backends.wire import error_message, iter_sse_batches, parse_json, server_said
 from anyfill.daemon.errors import (
     BadRequest,
     ConfigError,
@@ -90,7 +90,8 @@ async def read_openai_stream(
             if "error" in obj or obj.get("object") == "error":
                 raise ServerError(
                     backend,
-                    f"backend '{backend}' failed mid-answer: {error_message(data.encode())}",
+                    f"backend '{backend}' failed mid-answer"
+                    f"{server_said(error_message(data.encode()))}",
                 )
             usage = obj.get("usage")
             if observer is not None and isinstance(usage, dict):

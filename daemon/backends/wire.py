@@ -29,6 +29,7 @@ from anyfill.daemon.errors import (
     ServerError,
     UnsupportedFeature,
 )
+from anyfill.daemon.log import redact, text_shown
 
 __all__ = [
     "LineSplitter",
@@ -413,13 +414,15 @@ def error_for_status(
     url: str,
     model: str = "",
     key_hint: str = "",
+    sent: list[str] | None = None,
 ) -> BackendError:
     """The anyfill error for an HTTP error answer; the message names the backend and the fix.
 
     ``key_hint`` is appended to auth failures (e.g. which host a Codestral key works on).
+    ``sent``: the request's strings; a message that repeats them is not shown.
     """
     detail = error_message(body)
-    said = f" (server said: {detail})" if detail else ""
+    said = server_said(detail, sent)
     lowered = detail.lower()
     if status in (401, 403) or _is_bad_key(lowered, body):
         fix = (
@@ -469,6 +472,58 @@ def error_for_status(
             backend, f"backend '{backend}' failed with HTTP {status}{said}", status=status
         )
     return BadRequest(backend, f"backend '{backend}' answered HTTP {status}{said}", status=status)
+
+
+_ECHO_WINDOW = 12
+"""Characters of the request that, found again in an error message, make it an echo."""
+
+
+def request_strings(content: bytes) -> list[str]:
+    """Every string in a JSON request body (prompt, prefix, suffix, messages...)."""
+    try:
+        body = json.loads(content) if content else None
+    except ValueError:
+        return [content.decode("utf-8", "replace")]
+    found: list[str] = []
+    stack = [body]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def echoes(detail: str, sent: list[str]) -> bool:
+    """Whether ``detail`` repeats text of the request: a whole string we sent (four
+    characters or more) or any ``_ECHO_WINDOW`` characters of a longer one."""
+    said = " ".join(detail.split())
+    long_text = []
+    for text in sent:
+        flat = " ".join(text.split())
+        if len(flat) >= _ECHO_WINDOW:
+            long_text.append(flat)
+        elif len(flat) >= 4 and flat in said:
+            return True
+    joined = "\n".join(long_text)
+    return any(said[i : i + _ECHO_WINDOW] in joined for i in range(len(said) - _ECHO_WINDOW + 1))
+
+
+def server_said(detail: str, sent: list[str] | None = None) -> str:
+    """The server's own words for a message. Keys anyfill holds are masked. A message that
+    repeats the request (the captured text) is captured text: shown as its length only,
+    unless the user opted in (privacy.log_text)."""
+    if not detail:
+        return ""
+    if text_shown() or not sent or not echoes(detail, sent):
+        return f" (server said: {redact(detail)})"
+    return (
+        f" (the server's message, {len(detail)} characters, is hidden because it repeats "
+        "the request's text: set privacy.log_text = true to see it)"
+    )
 
 
 def _is_bad_key(lowered: str, body: bytes) -> bool:
