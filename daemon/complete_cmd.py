@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import logging
 import random
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -36,6 +37,8 @@ from anyfill.daemon.errors import (
 from anyfill.daemon.log import redact, setup_logging
 
 __all__ = ["CompleteArgs", "run_complete"]
+
+log = logging.getLogger("anyfill.complete")
 
 EXIT_OK = 0
 EXIT_SOME_FAILED = 1
@@ -417,6 +420,7 @@ async def _run_batch(
                 try:
                     done = await _complete_patiently(engine, request, asyncio.sleep)
                 except AnyfillError as exc:
+                    log.info("line %d failed: %s", line.number, error_text(exc))
                     return {**out, "error": redact(error_text(exc))}
             return {
                 **out,

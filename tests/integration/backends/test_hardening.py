@@ -168,3 +168,91 @@ async def test_usage_errors_carry_the_one_prefix(env: dict[str, str]) -> None:
     assert run.code == 2
     assert "anyfill: error: unknown backend type 'gpt'" in run.err
     assert "Error:" not in run.err.replace("anyfill: error:", "")
+
+
+# -- secrets and captured text ---------------------------------------------------------------
+
+KEY = "k-live-5f3a9c0d7e1b2a4c"
+PROMPT = "TOPSECRET-PROMPT-4411"
+
+
+class Echoes:
+    """A chat server whose 400 error repeats the request: its body and its key."""
+
+    async def __call__(self, request: RecordedRequest, response: Response) -> None:
+        message = f"bad request {request.body.decode()} auth={request.headers.get('authorization')}"
+        await response.json(400, {"error": {"message": message, "type": "invalid_request"}})
+
+
+async def test_an_error_body_that_echoes_the_request_leaks_nothing(
+    loopback: StartServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    srv = await loopback(Echoes())
+    env.update(MY_KEY=KEY, XDG_STATE_HOME=str(tmp_path / "state"))
+    chat = ["--type", "openai-chat", "--url", srv.url, "--model", "m", "--api-key-env", "MY_KEY"]
+    single = await anyfill(env, "-", *chat, stdin=f"{PROMPT} <|cursor|>\n")
+    line = json.dumps({"id": 1, "prefix": f"{PROMPT} ", "suffix": "\n"})
+    batch = await anyfill(env, "--jsonl", "-", *chat, stdin=line + "\n")
+    assert single.code == 1
+    assert "rejected the request" in single.err
+    assert "is hidden because it repeats the request" in single.err
+    result = json.loads(batch.out)
+    assert "rejected the request" in result["error"]
+    log_file = tmp_path / "state" / "anyfill" / "log" / "anyfill.log"
+    logged = log_file.read_text()
+    assert "line 1 failed" in logged
+    for text in (single.err, batch.out, batch.err, logged):
+        assert KEY not in text
+        assert PROMPT not in text
+
+
+async def test_the_message_shows_with_the_user_s_consent(
+    loopback: StartServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    srv = await loopback(Echoes())
+    config = tmp_path / "anyfill.toml"
+    config.write_text(
+        "[privacy]\nlog_text = true\n[routing]\ndefault = ['chat']\n"
+        f"[[backends]]\nname = 'chat'\ntype = 'openai-chat'\nurl = '{srv.url}'\nmodel = 'm'\n"
+        "key_env = 'MY_KEY'\n"
+    )
+    env.update(MY_KEY=KEY, ANYFILL_CONFIG=str(config), XDG_STATE_HOME=str(tmp_path / "s"))
+    run = await anyfill(env, "-", stdin=f"{PROMPT} <|cursor|>\n")
+    assert "server said: bad request" in run.err  # opted in: the server's own words
+    assert KEY not in run.err  # a key never
+
+
+# -- errors that tell the truth ------------------------------------------------------------------
+
+
+async def test_when_every_backend_fails_each_cause_is_told_first_choice_first(
+    loopback: StartServer, env: dict[str, str], tmp_path: Path, refused_url: str
+) -> None:
+    srv = await loopback(LlamaCpp(fim=False, model_path="/m/mystery-chat.gguf", vocab=()))
+    config = tmp_path / "anyfill.toml"
+    config.write_text(
+        f"[[backends]]\nname = 'llamacpp'\ntype = 'llamacpp'\nurl = '{srv.url}'\n"
+        f"[[backends]]\nname = 'ollama'\ntype = 'ollama'\nurl = '{refused_url}'\nmodel = 'm'\n"
+        "[routing]\ndefault = ['llamacpp', 'ollama']\n"
+    )
+    env["ANYFILL_CONFIG"] = str(config)
+    run = await anyfill(env, "-", stdin=DOC)
+    assert run.code == 1
+    first = run.err.find("no FIM template fits")
+    second = run.err.find("nothing listens on")
+    assert 0 <= first < second, run.err
+
+
+async def test_empty_marker_is_named(env: dict[str, str]) -> None:
+    run = await anyfill(
+        env, "-", "--marker", "", "--type", "llamacpp", "--url", "http://127.0.0.1:1"
+    )
+    assert run.code == 2
+    assert "--marker cannot be empty" in run.err
+
+
+async def test_endless_prefix_file_is_bounded(env: dict[str, str]) -> None:
+    args = ["--prefix-file", "/dev/zero", "--type", "llamacpp", "--url", "http://127.0.0.1:1"]
+    run = await anyfill(env, *args, timeout=30)
+    assert run.code == 2
+    assert "larger than 16 MiB" in run.err
