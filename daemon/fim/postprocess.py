@@ -79,7 +79,7 @@ def clean(
             text = strip_fence(text)
         if text == before:
             break
-    text = trim_prefix_echo(text, prefix)
+    text = trim_prefix_echo(text, prefix, suffix)
     if single_line:
         text = text.split("\n", 1)[0]
     # An exact echo of the suffix's start is the more precise reading, so it goes first:
