@@ -249,6 +249,12 @@ class Engine:
         if plan is None:
             raise ProtocolError(backend or "?", f"backend '{backend}' never said how it asked")
         text = "".join(raw)
+        if not text.isascii() and not _is_unicode(text):
+            raise ProtocolError(
+                backend,
+                f"backend '{backend}' sent text with a lone surrogate, which is not Unicode; "
+                "its answer was refused, nothing inserted",
+            )
         return Completion(
             request_id=request.id,
             middle=finish(text, plan, prompt),
@@ -259,6 +265,15 @@ class Engine:
             first_token_ms=first_token_ms,
             usage=usage,
         )
+
+
+def _is_unicode(text: str) -> bool:
+    """False for text with a lone surrogate (a JSON ``"\\ud800"`` escape decodes to one)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def finish(raw: str, plan: Plan, prompt: FimPrompt) -> str:

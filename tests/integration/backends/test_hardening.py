@@ -256,3 +256,33 @@ async def test_endless_prefix_file_is_bounded(env: dict[str, str]) -> None:
     run = await anyfill(env, *args, timeout=30)
     assert run.code == 2
     assert "larger than 16 MiB" in run.err
+
+
+class SurrogateBatches:
+    """A llama-server whose prompt-list answer holds a lone surrogate escape."""
+
+    async def __call__(self, request: RecordedRequest, response: Response) -> None:
+        if request.path == "/props":
+            await response.json(200, {"model_path": "/m/qwen2.5-coder-1.5b.gguf"})
+            return
+        batch = b'{"choices": [{"index": 0, "text": "ab\\ud800", "finish_reason": "stop"}]}'
+        await response.body(200, batch, {"Content-Type": "application/json"})
+
+
+async def test_a_lone_surrogate_from_the_server_is_refused(
+    loopback: StartServer, env: dict[str, str]
+) -> None:
+    body = (
+        b'data: {"content": "ab\\ud800", "stop": false}\n\ndata: {"content": "", "stop": true}\n\n'
+    )
+    srv = await loopback(Fixed(200, {"Content-Type": "text/event-stream"}, body))
+    code, err = await run_doc(env, srv.url)
+    assert code == 1
+    assert "Traceback" not in err
+    assert "lone surrogate" in err
+    srv = await loopback(SurrogateBatches())
+    line = json.dumps({"id": "x", "prefix": "a", "suffix": "b"}) + "\n"
+    run = await anyfill(env, "--jsonl", "-", "--type", "llamacpp", "--url", srv.url, stdin=line)
+    result = json.loads(run.out)
+    assert result["middle"] is None
+    assert "lone surrogate" in result["error"]

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from anyfill.config.model import RoutingConfig
+from anyfill.daemon.completion import CompletionRequest, DispatchEvent, Text
 from anyfill.daemon.errors import RateLimited, ServerError
+from anyfill.daemon.scheduler.clock import ManualClock
 from anyfill.daemon.scheduler.cooldown import MAX_SERVER_COOLDOWN_S, Health
+from anyfill.daemon.scheduler.scheduler import Scheduler
+from tests.unit.scheduler.fakes import FakeBackend, Reply, prompt, request
 
 
 def test_retry_after_of_a_week_is_capped_and_probed_after() -> None:
@@ -44,3 +50,45 @@ def test_no_sequence_of_answers_pauses_longer_than_the_cap(
         health.fail(now, error, delay)
         assert health.cooling_until <= now + MAX_SERVER_COOLDOWN_S
         now += 1.0
+
+
+# -- the same through the scheduler: a press after the cap asks the server again ----------
+
+
+async def test_a_week_long_retry_after_does_not_lock_the_daemon_out() -> None:
+    clock = ManualClock()
+    a = FakeBackend("a", clock, url="http://127.0.0.1:1")
+    a.script.append(
+        Reply(status=429, headers={"Retry-After": "999999"}, error=RateLimited("a", "429"))
+    )
+    async with Scheduler([a], RoutingConfig(default=["a"]), clock=clock) as scheduler:
+        with pytest.raises(RateLimited):
+            await collect(scheduler, request("r1"))
+        await clock.advance(MAX_SERVER_COOLDOWN_S - 1)
+        with pytest.raises(RateLimited) as info:  # still paused: says when to retry
+            await collect(scheduler, request("r2"))
+        assert info.value.retry_after is not None
+        assert info.value.retry_after <= 1.0
+        assert len(a.calls) == 1
+        await clock.advance(1.0)
+        events = [event async for event in scheduler.dispatch(request("r3"), prompt())]
+        assert "".join(e.chunk for e in events if isinstance(e, Text)) == "hello world"
+        assert len(a.calls) == 2  # the probe went out and the server answered
+
+
+async def test_a_quota_reset_a_day_away_is_probed_after_the_cap() -> None:
+    clock = ManualClock()
+    used_up = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "24h0m0s"}
+    a = FakeBackend("a", clock, url="http://127.0.0.1:1")
+    a.script.append(Reply(status=200, headers=used_up))
+    async with Scheduler([a], RoutingConfig(default=["a"]), clock=clock) as scheduler:
+        await collect(scheduler, request("r1"))
+        with pytest.raises(RateLimited):
+            await collect(scheduler, request("r2"))
+        await clock.advance(MAX_SERVER_COOLDOWN_S)
+        await collect(scheduler, request("r3"))
+        assert len(a.calls) == 2
+
+
+async def collect(scheduler: Scheduler, req: CompletionRequest) -> list[DispatchEvent]:
+    return [event async for event in scheduler.dispatch(req, prompt())]
