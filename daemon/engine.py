@@ -147,7 +147,9 @@ class Engine:
             register_secrets(config, key)
             client = make_client(config)
             self._clients.append(client)
-            self.backends[config.name] = create_backend(config, client, key)
+            self.backends[config.name] = create_backend(
+                config, client, key, bus=self.bus, models=self.settings.models
+            )
 
     async def __aexit__(
         self,
@@ -163,6 +165,9 @@ class Engine:
         if self._owned_scheduler is not None:
             await self._owned_scheduler.aclose()
             self._owned_scheduler = None
+        if self._given_backends is None:
+            for backend in self.backends.values():
+                await backend.aclose()  # a managed server stops with the engine
         for client in self._clients:
             await client.aclose()
         self._clients.clear()
