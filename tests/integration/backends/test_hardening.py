@@ -3,9 +3,11 @@ that says what happened, and the exact middle holds on every path."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -286,3 +288,27 @@ async def test_a_lone_surrogate_from_the_server_is_refused(
     result = json.loads(run.out)
     assert result["middle"] is None
     assert "lone surrogate" in result["error"]
+
+
+async def test_a_start_up_error_is_written_to_the_log_file(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    for name in ("DISPLAY", "WAYLAND_DISPLAY"):
+        env.pop(name, None)
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")
+    env["XDG_RUNTIME_DIR"] = str(tmp_path)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "anyfill.daemon.cli",
+        "run",
+        "--headless",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode != 0
+    logged = (tmp_path / "state" / "anyfill" / "log" / "anyfill.log").read_text()
+    assert "could not run" in logged
+    assert err.decode().count("DISPLAY") == 1  # said once on the terminal, not twice

@@ -73,3 +73,8 @@ def test_whole_rest_of_line_is_cut_inside_a_long_docstring() -> None:
     prefix = 'def f():\n    """Say it\n    with \'quotes\n    """\n    value = compute('
     suffix = "alpha, beta)\n    return value\n"
     assert _native("alpha, beta)", prefix, suffix) == ""
+
+
+def test_the_same_evidence_rule_holds_after_a_stop_string_was_cut() -> None:
+    assert _native("addres<EOT>\nfoo()", "print(", "s)\n") == "addres"
+    assert _native("alpha, beta)<EOT>", "value = compute(", "alpha, beta)\n") == ""
