@@ -13,7 +13,7 @@ from typing import Any
 from anyfill.daemon.backends.base import Capabilities, FimPrompt, StreamObserver, Usage
 from anyfill.daemon.backends.chat import chat_plan, chat_prompt
 from anyfill.daemon.backends.common import HttpBackend, join_url
-from anyfill.daemon.backends.wire import error_for_status, iter_sse, parse_json
+from anyfill.daemon.backends.wire import cut_short, error_for_status, iter_sse, parse_json
 from anyfill.daemon.errors import BadRequest, ProtocolError
 
 __all__ = ["GeminiBackend"]
@@ -89,9 +89,7 @@ class GeminiBackend(HttpBackend):
                     )
                 self.check_deadline(deadline)
             if not finished:
-                raise ProtocolError(
-                    self.name, f"backend '{self.name}' ended the stream before its last chunk"
-                )
+                raise cut_short(self.name, "its last chunk")
 
     async def health(self) -> None:
         url = join_url(self.config.url, "/v1beta", f"/models/{self.model_name()}")

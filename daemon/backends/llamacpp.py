@@ -31,7 +31,7 @@ from anyfill.daemon.backends.common import (
     raw_prompt,
     read_body,
 )
-from anyfill.daemon.backends.wire import error_message, iter_sse, parse_json, server_said
+from anyfill.daemon.backends.wire import cut_short, error_message, iter_sse, parse_json, server_said
 from anyfill.daemon.errors import (
     BadRequest,
     ConfigError,
@@ -196,9 +196,7 @@ class LlamaCppBackend(HttpBackend):
                 continue
             self.check_deadline(deadline)
         if not done:
-            raise ProtocolError(
-                self.name, f"backend '{self.name}' ended the stream before its final event"
-            )
+            raise cut_short(self.name, "its final event")
 
     # -- finding a template ----------------------------------------------------------------
 

@@ -27,7 +27,13 @@ from anyfill.daemon.backends.base import (
 )
 from anyfill.daemon.backends.common import HttpBackend, batch_results, join_url, raw_prompt
 from anyfill.daemon.backends.llamacpp import configured_template
-from anyfill.daemon.backends.wire import error_message, iter_sse_batches, parse_json, server_said
+from anyfill.daemon.backends.wire import (
+    cut_short,
+    error_message,
+    iter_sse_batches,
+    parse_json,
+    server_said,
+)
 from anyfill.daemon.errors import (
     BadRequest,
     ConfigError,
@@ -109,7 +115,7 @@ async def read_openai_stream(
             yield "".join(texts)
         check_deadline()
     if not finished:
-        raise ProtocolError(backend, f"backend '{backend}' ended the stream before [DONE]")
+        raise cut_short(backend, "[DONE]")
 
 
 async def stream_openai(

@@ -275,6 +275,15 @@ def undecodable(backend: str, response: httpx.Response) -> ProtocolError:
     )
 
 
+def cut_short(backend: str, marker: str) -> ProtocolError:
+    """A stream that ended without its end marker: the connection closed mid-answer."""
+    return ProtocolError(
+        backend,
+        f"backend '{backend}' ended the stream before {marker}: the connection closed in the "
+        "middle of the answer (reset by the server or the network); nothing was inserted",
+    )
+
+
 def parse_json(text: str, backend: str) -> Any:
     try:
         return json.loads(text)

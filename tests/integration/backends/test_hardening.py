@@ -312,3 +312,20 @@ async def test_a_start_up_error_is_written_to_the_log_file(
     logged = (tmp_path / "state" / "anyfill" / "log" / "anyfill.log").read_text()
     assert "could not run" in logged
     assert err.decode().count("DISPLAY") == 1  # said once on the terminal, not twice
+
+
+class ResetMidStream:
+    """A close-delimited event stream (no length, not chunked) reset after one event."""
+
+    async def __call__(self, request: RecordedRequest, response: Response) -> None:
+        await response.start(200, {"Content-Type": "text/event-stream"}, chunked=False)
+        await response.write(b'data: {"content": "lo", "stop": false}\n\n')
+        await asyncio.sleep(0.05)
+        response.drop()
+
+
+async def test_a_reset_mid_stream_is_called_one(loopback: StartServer, env: dict[str, str]) -> None:
+    srv = await loopback(ResetMidStream())
+    code, err = await run_doc(env, srv.url)
+    assert code == 1
+    assert "connection closed in the middle of the answer" in err, err
