@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import itertools
 import json
 import logging
 import random
@@ -358,26 +359,31 @@ def result_line(result: dict[str, Any]) -> str:
 
 #: How long one batch line keeps asking a backend that answers "later" (429, 5xx, resets).
 BATCH_PATIENCE_S = 120.0
+#: Tries of a line whose backend failed (5xx, a reset); a rate limit only costs time.
 BATCH_ATTEMPTS = 4
 
 
 async def _complete_patiently(
     engine: Engine, request: CompletionRequest, sleep: Callable[[float], Awaitable[None]]
 ) -> Completion:
-    """A batch line waits for its backends instead of failing: after a retryable failure
-    it waits as long as the server asked (or a short backoff) and asks again, up to
-    ``BATCH_ATTEMPTS`` times within ``BATCH_PATIENCE_S``."""
+    """A batch line waits for its backends instead of failing. A rate limit (the server's
+    429, or the pause it started) is waited out as long as the server asked, within
+    ``BATCH_PATIENCE_S``; another retryable failure is tried again after a short backoff,
+    ``BATCH_ATTEMPTS`` times at most."""
     loop = asyncio.get_running_loop()
     give_up = loop.time() + BATCH_PATIENCE_S
-    for attempt in range(1, BATCH_ATTEMPTS + 1):
+    failures = 0
+    for attempt in itertools.count(1):
         try:
             return await engine.complete(replace(request, id=f"{request.id}.{attempt}"))
         except BackendError as exc:
-            wait = exc.retry_after if isinstance(exc, RateLimited) else None
-            if wait is None:
-                wait = min(2.0, 0.25 * 2 ** (attempt - 1))
+            if isinstance(exc, RateLimited):
+                wait = exc.retry_after if exc.retry_after is not None else 1.0
+            else:
+                failures += 1
+                wait = min(2.0, 0.25 * 2 ** (failures - 1))
             wait += random.uniform(0, 0.25)  # the lines that waited together spread out
-            if not exc.retryable or attempt == BATCH_ATTEMPTS or loop.time() + wait > give_up:
+            if not exc.retryable or failures >= BATCH_ATTEMPTS or loop.time() + wait > give_up:
                 raise
             await sleep(wait)
     raise AssertionError("unreachable")
