@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from anyfill.config.model import BackendConfig, is_loopback, url_host
 from anyfill.daemon.errors import ConfigError, NeedsKeyError
 
 KEYRING_SERVICE = "anyfill"
 
-__all__ = ["KEYRING_SERVICE", "delete_api_key", "resolve_api_key", "store_api_key"]
+__all__ = [
+    "KEYRING_SERVICE",
+    "KeyStatus",
+    "delete_api_key",
+    "key_status",
+    "move_api_key",
+    "resolve_api_key",
+    "store_api_key",
+]
 
 
 def _keyring_get(name: str) -> str | None:
@@ -19,8 +28,9 @@ def _keyring_get(name: str) -> str | None:
 
     try:
         return keyring.get_password(KEYRING_SERVICE, name)
-    except keyring.errors.KeyringError:
-        # No keyring daemon (common on bare Linux sessions): the env var still works.
+    except (keyring.errors.KeyringError, OSError):
+        # No keyring daemon (common on bare Linux sessions), or a backend forced with
+        # PYTHON_KEYRING_BACKEND whose bus is gone (OSError): the env var still works.
         return None
 
 
@@ -87,3 +97,51 @@ def delete_api_key(name: str) -> bool:
     except keyring.errors.KeyringError as exc:
         raise ConfigError(f"the system keyring failed: {exc}") from exc
     return True
+
+
+def move_api_key(old_name: str, new_name: str) -> bool:
+    """A renamed backend keeps its key: move the keyring entry unless the new name has one."""
+    key = _keyring_get(old_name)
+    if not key or _keyring_get(new_name):
+        return False
+    store_api_key(new_name, key)
+    delete_api_key(old_name)
+    return True
+
+
+@dataclass(frozen=True)
+class KeyStatus:
+    """Where a backend's key would come from, for the settings panel; never the key itself."""
+
+    in_keyring: bool
+    env_var: str
+    """The environment variable consulted ('' when the type has none)."""
+    env_set: bool
+    keyring_error: str = ""
+    """Why the keyring could not be asked (no keyring daemon), '' when it answered."""
+
+    def describe(self) -> str:
+        if self.in_keyring:
+            text = "a key is stored in the system keyring"
+            if self.env_set:
+                text += f" (it takes precedence over ${self.env_var})"
+            return text
+        if self.env_set:
+            return f"the key comes from the environment variable ${self.env_var}"
+        if self.keyring_error:
+            return f"the system keyring is unavailable ({self.keyring_error})"
+        return "no key stored" + (f" and ${self.env_var} is not set" if self.env_var else "")
+
+
+def key_status(backend: BackendConfig, environ: Mapping[str, str] | None = None) -> KeyStatus:
+    import keyring
+    import keyring.errors
+
+    environ = os.environ if environ is None else environ
+    env_var = backend.api_key_env
+    env_set = bool(env_var and environ.get(env_var))
+    try:
+        stored = keyring.get_password(KEYRING_SERVICE, backend.name)
+    except keyring.errors.KeyringError as exc:
+        return KeyStatus(False, env_var, env_set, keyring_error=str(exc) or type(exc).__name__)
+    return KeyStatus(bool(stored), env_var, env_set)
