@@ -32,10 +32,10 @@ from anyfill.daemon.control.commands import Commands
 from anyfill.daemon.control.server import ControlServer
 from anyfill.daemon.core import Core
 from anyfill.daemon.desktop import Desktop
-from anyfill.daemon.errors import DesktopUnavailable
+from anyfill.daemon.errors import AnyfillError, DesktopUnavailable, error_text
 from anyfill.daemon.heap import freeze_startup_objects
 from anyfill.daemon.hotkeys import Action, bindings_from
-from anyfill.daemon.log import setup_logging
+from anyfill.daemon.log import FILE_ONLY, setup_logging
 from anyfill.daemon.pipeline import Pipeline
 from anyfill.daemon.preview import PreviewController
 from anyfill.daemon.reload import ConfigWatcher, Reloader, SwappableCompleter
@@ -318,7 +318,11 @@ def run_daemon(
         if frontend is not None:
             return int(frontend(settings, config_path or default_config_path()))
         log.warning("the tray is not installed (anyfill.ui); running headless")
-    asyncio.run(_main(settings, config_path))
+    try:
+        asyncio.run(_main(settings, config_path))
+    except AnyfillError as exc:  # no display, hotkey taken...: the log file says so too
+        log.error("anyfill could not run: %s", error_text(exc), extra=FILE_ONLY)
+        raise
     return 0
 
 

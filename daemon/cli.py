@@ -241,7 +241,7 @@ def complete(state: CliState, /, **options: Any) -> int:
     """
     from anyfill.daemon.complete_cmd import CompleteArgs, run_complete
 
-    return run_complete(state.settings, CompleteArgs(**options))
+    return run_complete(state.settings, CompleteArgs(**options), debug=state.debug)
 
 
 @cli.command()
@@ -404,8 +404,9 @@ def config_show(state: CliState, changed: bool) -> None:
     """Print the effective configuration (file + environment) as TOML."""
     import tomlkit
 
-    settings = state.settings()
-    data = settings.model_dump(mode="json", exclude_defaults=changed, exclude_none=True)
+    from anyfill.config.store import shown_settings
+
+    data = shown_settings(state.settings(), changed_only=changed)
     click.echo(tomlkit.dumps(data), nl=False)
 
 
@@ -457,7 +458,10 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("anyfill: aborted", err=True)
         return EXIT_FAILURE
     except click.ClickException as exc:
-        exc.show()
+        # One prefix for every error (click's own would print "Error:").
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            click.echo(exc.ctx.get_usage(), err=True)
+        click.echo(f"anyfill: error: {exc.format_message()}", err=True)
         return EXIT_CONFIG if isinstance(exc, click.UsageError) else EXIT_FAILURE
     except ConfigError as exc:
         _report(exc, debug)
@@ -496,7 +500,10 @@ def _report(exc: BaseException, debug: bool) -> None:
         for problem in exc.problems:
             click.echo(f"  {problem.render(path)}", err=True)
     else:
-        click.echo(f"anyfill: error: {exc}", err=True)
+        from anyfill.daemon.errors import error_text
+        from anyfill.daemon.log import redact
+
+        click.echo(f"anyfill: error: {redact(error_text(exc))}", err=True)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from anyfill.daemon.bus.status import PressFinished, PressStarted
 from anyfill.daemon.capture.base import Captured, ReadBack, Strategy, capture
 from anyfill.daemon.completion import Completer, Completion, CompletionRequest
 from anyfill.daemon.desktop import ClipSnapshot, Desktop, Target
-from anyfill.daemon.errors import AnyfillError, FocusChanged, SecureField
+from anyfill.daemon.errors import AnyfillError, FocusChanged, SecureField, error_text
 from anyfill.daemon.hotkeys import Action
 from anyfill.daemon.inject.focus import ensure_focus
 from anyfill.daemon.inject.inserter import Inserter
@@ -236,8 +236,8 @@ class Pipeline:
                     completion = await self._completer.complete(request)
             except SecureField as exc:
                 return Outcome(action, "skipped", str(exc), target.app)
-            except AnyfillError as exc:
-                return Outcome(action, "failed", str(exc), target.app, ms=_ms(started))
+            except AnyfillError as exc:  # every backend's failure when all failed
+                return Outcome(action, "failed", error_text(exc), target.app, ms=_ms(started))
             finally:
                 self._request_id = None
             outcome = await self._deliver(

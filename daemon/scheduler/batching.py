@@ -264,7 +264,7 @@ async def run_batch(scheduler: Scheduler, batch: Batch) -> None:  # noqa: PLR091
         for member, result in zip(members, results, strict=True):
             if not member.future.done():
                 member.future.set_result(
-                    BatchAnswer(result, observer.plan, len(members), now, done)
+                    BatchAnswer(result, result.plan or observer.plan, len(members), now, done)
                 )
     except AnyfillError as error:
         for member in members or batch.members:
