@@ -7,6 +7,7 @@ The desktop is opened first so a missing display fails at once with a clear mess
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import signal
@@ -87,6 +88,17 @@ def capture_strategies(desktop: Desktop, settings: Settings) -> dict[CaptureStra
     return strategies
 
 
+def load_backend_stack() -> None:
+    """What building the default backends needs that is slow to load: the engine, aiohttp
+    (it builds its SSL contexts at import) and the keyring's backend. Run in a thread right
+    after the hotkeys are live, so neither the start nor the event loop waits for it."""
+    from anyfill.config.secrets import load_keyring
+
+    for module in ("anyfill.daemon.engine", "anyfill.daemon.backends.aiohttp_transport"):
+        importlib.import_module(module)
+    load_keyring()
+
+
 def default_completer(settings: Settings, bus: EventBus | None = None) -> Any:
     from anyfill.daemon.engine import Engine
     from anyfill.daemon.scheduler.attempt_log import log_attempts
@@ -153,10 +165,12 @@ async def serve_core(
         open_desktop(settings, on_trigger) as desktop,
         SwappableCompleter(completer_factory, core.bus) as completer,
     ):
-        await completer.start(settings)
+        # The backends (HTTP stack, keyring) are built right after the hotkeys are live, not
+        # before: a press that comes first waits for them (bench/bench_tray.py times both).
         # Managed llama-servers start in the background, for the first engine and each new one.
         starting: list[asyncio.Task[None]] = []
-        _start_managed_servers(completer.current, settings, starting)
+        build_failed = asyncio.Event()
+        building = _build_backends_soon(completer, settings, starting, build_failed)
         pipeline, previewer = _desktop_path(core, desktop, completer, preview=preview)
         pipelines.append(pipeline)
         daemon_control = DaemonControl(settings, pipeline, on_trigger, desktop=desktop_kind())
@@ -190,13 +204,15 @@ async def serve_core(
             if ready is not None:
                 ready()
             try:
-                await first_set(stop, desktop.lost)
+                await first_set(stop, desktop.lost, build_failed)
             finally:
                 pipelines.clear()
                 core.attach(None, None)
                 await pipeline.aclose()
                 for task in starting:
                     task.cancel()
+        if build_failed.is_set() and not stop.is_set():
+            building.result()  # what building the backends raised, as a start failure did
         if desktop.lost.is_set() and not stop.is_set():
             raise DesktopUnavailable("the connection to the display was lost")
     log.info("anyfill stopped")
@@ -224,6 +240,28 @@ def _desktop_path(
         fix = "choose another combination in [hotkeys], or quit the program holding it"
         core.bus.publish(Problem(f"hotkey_taken:{problem}", problem, fix))
     return pipeline, previewer
+
+
+def _build_backends_soon(
+    completer: SwappableCompleter,
+    settings: Settings,
+    starting: list[asyncio.Task[None]],
+    failed: asyncio.Event,
+) -> asyncio.Task[None]:
+    """Build the first engine in the background; then start its managed servers, or set
+    ``failed`` (the daemon stops with the error, as when it was built before the hotkeys)."""
+
+    def built(task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        if task.exception() is not None:
+            failed.set()
+            return
+        _start_managed_servers(completer.current, settings, starting)
+
+    building = completer.start_soon(settings, prepare=load_backend_stack)
+    building.add_done_callback(built)
+    return building
 
 
 def _start_managed_servers(
