@@ -165,12 +165,7 @@ async def serve_core(
         open_desktop(settings, on_trigger) as desktop,
         SwappableCompleter(completer_factory, core.bus) as completer,
     ):
-        # The backends (HTTP stack, keyring) are built right after the hotkeys are live, not
-        # before: a press that comes first waits for them (bench/bench_tray.py times both).
-        # Managed llama-servers start in the background, for the first engine and each new one.
         starting: list[asyncio.Task[None]] = []
-        build_failed = asyncio.Event()
-        building = _build_backends_soon(completer, settings, starting, build_failed)
         pipeline, previewer = _desktop_path(core, desktop, completer, preview=preview)
         pipelines.append(pipeline)
         daemon_control = DaemonControl(settings, pipeline, on_trigger, desktop=desktop_kind())
@@ -197,12 +192,16 @@ async def serve_core(
             lambda: "; ".join(reloader.rejected) if reloader.rejected else f"{path}: in force",
         )
         await control.start_serving()
-        freeze_startup_objects()
         async with ConfigWatcher(path, reloader.on_text):
             chain = ", ".join(settings.routing.default)
             log.info("anyfill is running; backends in order: %s", chain)
             if ready is not None:
                 ready()
+            # The backends (HTTP stack, keyring) are built once the hotkeys are live, not
+            # before: a press that comes first waits for them (bench/bench_tray.py times
+            # both). Managed llama-servers start in the background after each engine.
+            build_failed = asyncio.Event()
+            building = _build_backends_soon(completer, settings, starting, build_failed)
             try:
                 await first_set(stop, desktop.lost, build_failed)
             finally:
@@ -248,8 +247,9 @@ def _build_backends_soon(
     starting: list[asyncio.Task[None]],
     failed: asyncio.Event,
 ) -> asyncio.Task[None]:
-    """Build the first engine in the background; then start its managed servers, or set
-    ``failed`` (the daemon stops with the error, as when it was built before the hotkeys)."""
+    """Build the first engine in the background; then start its managed servers and
+    freeze the start-up objects out of the collector's sight; or set ``failed`` (the daemon
+    stops with the error, as when the engine was built before the hotkeys)."""
 
     def built(task: asyncio.Task[None]) -> None:
         if task.cancelled():
@@ -258,6 +258,7 @@ def _build_backends_soon(
             failed.set()
             return
         _start_managed_servers(completer.current, settings, starting)
+        freeze_startup_objects()  # now that the long-lived objects exist (clients too)
 
     building = completer.start_soon(settings, prepare=load_backend_stack)
     building.add_done_callback(built)
