@@ -222,8 +222,16 @@ class OpenAICompletionsBackend(HttpBackend):
                     yield chunk
                 return
             except BadRequest as exc:
-                if started or not auto or "suffix" not in exc.server_message.lower():
+                names_suffix = "suffix" in exc.server_message.lower()
+                if started or not names_suffix:
                     raise
+                if not auto:  # said in our words: the server's message may hold the prompt
+                    raise BadRequest(
+                        self.name,
+                        f"backend '{self.name}' refused the 'suffix' field that "
+                        'options.native_suffix = true sends: set it to "auto" or false',
+                        status=exc.status,
+                    ) from exc
                 self._suffix_refused = True
                 log.info("backend %s refused 'suffix': using a raw template prompt", self.name)
         template = self.template()
