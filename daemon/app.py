@@ -154,6 +154,7 @@ async def serve_core(
         SwappableCompleter(completer_factory, core.bus) as completer,
     ):
         await completer.start(settings)
+        core.backends = lambda: getattr(completer.current, "backends", None) or {}
         # Managed llama-servers start in the background, for the first engine and each new one.
         starting: list[asyncio.Task[None]] = []
         _start_managed_servers(completer.current, settings, starting)

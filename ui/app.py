@@ -27,9 +27,12 @@ from anyfill.daemon.bus.status import (
     Problem,
     ShowWindow,
 )
+from anyfill.daemon.managed.events import ManagedServerChanged
+from anyfill.daemon.models.download import ModelDownload
 from anyfill.daemon.scheduler.events import AttemptFinished
 from anyfill.ui.bridge import CoreBridge
 from anyfill.ui.history import History
+from anyfill.ui.managed import ModelDownloads, problem_of_server
 from anyfill.ui.notify import Notifier, problem_of, problem_of_stop
 from anyfill.ui.popup import PreviewPopup
 from anyfill.ui.state import TrayState
@@ -65,7 +68,10 @@ class TrayApp(QObject):
         self.notifier = Notifier(settings.ui.notifications)
         self.windows = WindowHost(self.bridge, config_path)
         self.popup = PreviewPopup(settings.ui.preview_font_size)
-        self.tray = Tray(self.bridge, self.state, self.history, self.windows, self.quit)
+        self.downloads = ModelDownloads(self.bridge, self.notifier)
+        self.tray = Tray(
+            self.bridge, self.state, self.history, self.windows, self.quit, downloads=self.downloads
+        )
         self.ready_at: float | None = None
         self._urls = {b.name: b.url for b in settings.backends}
         self._want_tray = settings.ui.tray
@@ -114,6 +120,8 @@ class TrayApp(QObject):
         self.on_event(status)
         tray = self.tray.icon.isVisible()
         self.bridge.call(lambda core: core.ui_status.update(icon=tray, host=Tray.available()))
+        # A managed server may have said it lacks its model before we listened.
+        self.bridge.then(self.bridge.managed_servers(), self._replay)
         log.info("tray ready" if tray else "tray ready (no tray host: no icon)")
 
     def on_stopped(self, reason: str) -> None:
@@ -125,6 +133,10 @@ class TrayApp(QObject):
         self.notifier.problem(problem)
         if not self.tray.icon.isVisible():
             self.app.exit(1)  # nothing left to show: no core and no tray to explain it
+
+    def _replay(self, events: list[ManagedServerChanged]) -> None:
+        for event in events:
+            self.on_event(event)
 
     def on_event(self, event: object) -> None:
         if isinstance(event, PreviewText):
@@ -149,6 +161,12 @@ class TrayApp(QObject):
         elif isinstance(event, ShowWindow):
             self.show_window(event.window)
             return
+        elif isinstance(event, ManagedServerChanged):
+            problem = problem_of_server(event)
+            if problem is not None:
+                self.notifier.problem(problem)
+        elif isinstance(event, ModelDownload):
+            self.downloads.on_event(event)
         elif isinstance(event, AttemptFinished):
             problem = problem_of(event, self._urls)
             if problem is not None:
