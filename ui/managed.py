@@ -46,10 +46,18 @@ def problem_of_server(event: ManagedServerChanged) -> Problem | None:
     return None
 
 
+def short_folder(folder: str) -> str:
+    """``folder`` with the home directory written ``~`` (shorter, and what users read)."""
+    path, home = Path(folder), Path.home()
+    if path.is_relative_to(home):
+        return str(Path("~") / path.relative_to(home))
+    return folder
+
+
 def download_label(event: ManagedServerChanged) -> str:
     """The menu item: what is downloaded, how big, and where to."""
     size = human_size(event.model_size)
-    return f"Download the FIM model {event.model} ({size}, to {event.model_dir})…"
+    return f"Download the FIM model {event.model} ({size}, to {short_folder(event.model_dir)})…"
 
 
 class ModelDownloads(QObject):
@@ -65,6 +73,7 @@ class ModelDownloads(QObject):
         """The open progress dialog, if any."""
         self.running: concurrent.futures.Future[Path] | None = None
         self._model = ""
+        self._folder = ""
         self.finished: list[tuple[str, str]] = []
         """(model, 'done'|'cancelled'|'failed: why') of every download that ended."""
 
@@ -82,14 +91,13 @@ class ModelDownloads(QObject):
         box = QMessageBox(parent)
         box.setIcon(QMessageBox.Icon.Question)
         box.setWindowTitle("anyfill: download the FIM model?")
-        box.setText(
-            f"Download the code completion model {event.model} ({human_size(event.model_size)})?"
-        )
+        box.setText(f"Download the code completion model {event.model}?")
         box.setInformativeText(
-            f"It goes to {event.model_dir}\n\n"
-            "anyfill's own llama.cpp server then runs it on this computer: completions work "
-            "without any other server. An interrupted download resumes where it stopped; "
-            "the file's checksum is verified before it is used."
+            f"Size: {human_size(event.model_size)}\n"
+            f"Folder: {short_folder(event.model_dir)}\n\n"
+            "anyfill's own llama.cpp server then runs it on this computer, so completions "
+            "work without any other server. An interrupted download resumes where it "
+            "stopped; the file's checksum is verified before it is used."
         )
         box.setStandardButtons(QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No)
         box.setDefaultButton(QMessageBox.StandardButton.Yes)
@@ -109,8 +117,12 @@ class ModelDownloads(QObject):
 
     def start(self, event: ManagedServerChanged) -> None:
         self._model = event.model
+        self._folder = short_folder(event.model_dir)
         dialog = QProgressDialog(
-            f"Downloading {event.model}…", "Cancel", 0, max(event.model_size // UNIT, 1)
+            f"Downloading {event.model} to {self._folder}…",
+            "Cancel",
+            0,
+            max(event.model_size // UNIT, 1),
         )
         dialog.setWindowTitle("anyfill: downloading the FIM model")
         dialog.setMinimumDuration(0)
@@ -143,7 +155,8 @@ class ModelDownloads(QObject):
             dialog.setMaximum(max(event.total // UNIT, 1))
         dialog.setValue(event.done // UNIT)
         dialog.setLabelText(
-            f"Downloading {event.model}: {human_size(event.done)} of {human_size(event.total)}"
+            f"Downloading {event.model} to {self._folder}\n"
+            f"{human_size(event.done)} of {human_size(event.total)}"
         )
 
     def _done(self, path: Path) -> None:

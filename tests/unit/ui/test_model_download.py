@@ -60,6 +60,7 @@ def hub() -> Iterator[tuple[HfHub, LoopbackServer, LoopbackServer]]:
 
 @pytest.fixture
 def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the server's log
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setattr(catalog, "CATALOG", (*catalog.CATALOG, MODEL))
@@ -152,7 +153,8 @@ def test_a_missing_model_is_shown_and_declining_downloads_nothing(
     assert len([t for t in said if f"anyfill model pull {MODEL.name}" in t]) == 1
     models = home / "models"
     size = f"{len(DATA) / 1e6:.0f} MB"
-    label = f"Download the FIM model {MODEL.name} ({size}, to {models})…"
+    shown_folder = f"~/{models.relative_to(home)}"  # $HOME is tmp_path here
+    label = f"Download the FIM model {MODEL.name} ({size}, to {shown_folder})…"
     action = _download_action(tray)
     assert action.text() == label  # type: ignore[attr-defined]
 
@@ -160,8 +162,8 @@ def test_a_missing_model_is_shown_and_declining_downloads_nothing(
     box = tray.downloads.ask_box
     assert box is not None
     assert box.isVisible()
-    assert f"{MODEL.name} ({size})" in box.text()
-    assert f"It goes to {models}" in box.informativeText()
+    assert box.text() == f"Download the code completion model {MODEL.name}?"
+    assert f"Size: {size}\nFolder: {shown_folder}\n" in box.informativeText()
     box.button(QMessageBox.StandardButton.No).click()
 
     qtbot.waitUntil(lambda: tray.downloads.ask_box is None)
@@ -214,7 +216,7 @@ def test_accepting_shows_progress_verifies_the_file_and_starts_the_server(
     size = f"{len(DATA) / 1e6:.0f} MB"
     assert bars[0][:2] == (0, maximum)
     assert any(0 < value < maximum for value, _, _ in bars)  # it moved before the end
-    assert bars[-1][2] == f"Downloading {MODEL.name}: {size} of {size}"
+    assert bars[-1][2] == f"Downloading {MODEL.name} to ~/models\n{size} of {size}"
     assert [v for v, _, _ in bars] == sorted(v for v, _, _ in bars)
     assert (
         "anyfill: model downloaded",
