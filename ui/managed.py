@@ -71,6 +71,8 @@ class ModelDownloads(QObject):
         """The open "download?" question, if any."""
         self.progress: QProgressDialog | None = None
         """The open progress dialog, if any."""
+        self.error_box: QMessageBox | None = None
+        """Why the last download failed."""
         self.running: concurrent.futures.Future[Path] | None = None
         self._model = ""
         self._folder = ""
@@ -174,7 +176,8 @@ class ModelDownloads(QObject):
         self._close()
         log.warning("download of %s failed: %s", self._model, error)
         box = QMessageBox(QMessageBox.Icon.Warning, "anyfill: the download failed", str(error))
-        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.setInformativeText("Choose 'Download the FIM model…' in the tray menu to try again.")
+        self.error_box = box  # a parentless dialog lives as long as a Python reference
         box.open()
 
     def _close(self) -> None:

@@ -34,10 +34,12 @@ from anyfill.ui.bridge import CoreBridge
 from anyfill.ui.managed import UNIT
 from tests.integration.models.test_download import DATA, HUB_FILE, MODEL
 from tests.llm.server import SERVER_BINARY, find_assets
+from tests.servers.fixtures import refused_url
 from tests.servers.hfhub import HfHub
 from tests.servers.http import LoopbackServer
 
 ASSETS = find_assets()
+__all__ = ["refused_url"]  # a fixture
 
 
 async def engine_only(core: Core, stop: asyncio.Event, ready: Callable[[], None]) -> None:
@@ -309,3 +311,31 @@ def test_a_missing_binary_shows_its_fix(
     copy = actions[f"Copy the fix: {INSTALL_HINT}"]
     copy.trigger()  # type: ignore[attr-defined]
     assert QGuiApplication.clipboard().text() == INSTALL_HINT
+
+
+def test_a_failed_download_says_why_and_writes_nothing(
+    qtbot: QtBot, home: Path, refused_url: str, stop_later: list[TrayApp]
+) -> None:
+    tray = _start(qtbot, _settings(home, _binary(home), refused_url), home)
+    stop_later.append(tray)
+    qtbot.waitUntil(lambda: _server(tray) is not None, timeout=10_000)
+
+    _download_action(tray).trigger()  # type: ignore[attr-defined]
+    tray.downloads.ask_box.button(QMessageBox.StandardButton.Yes).click()  # type: ignore[union-attr]
+    qtbot.waitUntil(lambda: tray.downloads.finished != [], timeout=20_000)
+
+    [(model, outcome)] = tray.downloads.finished
+    assert model == MODEL.name
+    assert outcome.startswith("failed: cannot reach http://127.0.0.1:")
+    assert tray.downloads.progress is None
+    warnings = [
+        w
+        for w in QApplication.topLevelWidgets()
+        if isinstance(w, QMessageBox) and w.isVisible() and "cannot reach" in w.text()
+    ]
+    assert len(warnings) == 1
+    assert warnings[0].windowTitle() == "anyfill: the download failed"
+    models = home / "models"
+    assert not models.exists() or list(models.iterdir()) == []
+    assert _server(tray).state == "missing_model"  # type: ignore[union-attr]
+    assert _download_action(tray) is not None  # the user can try again
