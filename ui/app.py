@@ -77,6 +77,7 @@ class TrayApp(QObject):
         self._want_tray = settings.ui.tray
         self._tray_watch: QTimer | None = None
         self.bridge.core_event.connect(self.on_event)
+        self.tray.icon.messageClicked.connect(self.offer_missing_model)
         self.bridge.ready.connect(self.on_ready)
         self.bridge.stopped.connect(self.on_stopped)
 
@@ -134,6 +135,22 @@ class TrayApp(QObject):
         if not self.tray.icon.isVisible():
             self.app.exit(1)  # nothing left to show: no core and no tray to explain it
 
+    def _server_changed(self, event: ManagedServerChanged) -> None:
+        icon = self.tray.icon.isVisible()
+        problem = problem_of_server(event, menu=icon)
+        if problem is None or not self.notifier.problem(problem):
+            return
+        if event.state == "missing_model" and event.model_size and not icon:
+            # No tray icon, so no menu to offer it from: ask once, on its own.
+            self.downloads.offer(event)
+
+    def offer_missing_model(self) -> None:
+        """The user clicked our notification: offer the download when a model is missing."""
+        for server in self.state.missing():
+            if server.state == "missing_model" and server.model_size:
+                self.downloads.offer(server)
+                return
+
     def _replay(self, events: list[ManagedServerChanged]) -> None:
         for event in events:
             self.on_event(event)
@@ -162,9 +179,7 @@ class TrayApp(QObject):
             self.show_window(event.window)
             return
         elif isinstance(event, ManagedServerChanged):
-            problem = problem_of_server(event)
-            if problem is not None:
-                self.notifier.problem(problem)
+            self._server_changed(event)
         elif isinstance(event, ModelDownload):
             self.downloads.on_event(event)
         elif isinstance(event, AttemptFinished):

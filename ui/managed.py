@@ -28,8 +28,9 @@ UNIT = 1024
 """The bar counts KiB: a QProgressDialog holds an int, a model can pass 2 GiB."""
 
 
-def problem_of_server(event: ManagedServerChanged) -> Problem | None:
-    """The notification a missing binary or model deserves (once per backend and kind)."""
+def problem_of_server(event: ManagedServerChanged, *, menu: bool = True) -> Problem | None:
+    """The notification a missing binary or model deserves (once per backend and kind).
+    ``menu``: the tray icon shows, so its menu can be named."""
     if event.state == "missing_binary":
         return Problem(
             f"managed_binary:{event.backend}",
@@ -37,7 +38,9 @@ def problem_of_server(event: ManagedServerChanged) -> Problem | None:
             f"Fix: {event.fix}",
         )
     if event.state == "missing_model":
-        offer = " Or choose 'Download the FIM model…' in the tray menu." if event.model_size else ""
+        offer = ""
+        if event.model_size and menu:
+            offer = " Or choose 'Download the FIM model…' in the tray menu."
         return Problem(
             f"managed_model:{event.backend}",
             f"anyfill cannot start its llama.cpp server: {event.detail}.",
