@@ -153,6 +153,9 @@ class TrayApp(QObject):
 
     def _replay(self, events: list[ManagedServerChanged]) -> None:
         for event in events:
+            log.debug(
+                "managed server '%s' was %s before the tray listened", event.backend, event.state
+            )
             self.on_event(event)
 
     def on_event(self, event: object) -> None:
