@@ -149,7 +149,7 @@ def worker() -> None:
 def bench(which: tuple[str, ...], quick: bool, no_peers: bool) -> None:
     """Measure the request path against a loopback stub: P2 client cost, P3 cancel to
     socket close, P4 batching, P6 rate limiter (default: all)."""
-    from anyfill.daemon.scheduler.bench import run_benchmarks
+    from anyfill.bench import run_benchmarks
 
     run_benchmarks(which or ("all",), quick=quick, peers=not no_peers, say=click.echo)
 
