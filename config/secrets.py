@@ -10,7 +10,16 @@ from anyfill.daemon.errors import ConfigError, NeedsKeyError
 
 KEYRING_SERVICE = "anyfill"
 
-__all__ = ["KEYRING_SERVICE", "delete_api_key", "resolve_api_key", "store_api_key"]
+BROKER_PASSWORD_ENV = "ANYFILL_MQTT_PASSWORD"
+
+__all__ = [
+    "BROKER_PASSWORD_ENV",
+    "KEYRING_SERVICE",
+    "delete_api_key",
+    "resolve_api_key",
+    "resolve_broker_password",
+    "store_api_key",
+]
 
 
 def _keyring_get(name: str) -> str | None:
@@ -71,3 +80,13 @@ def delete_api_key(name: str) -> bool:
     except keyring.errors.KeyringError as exc:
         raise ConfigError(f"the system keyring failed: {exc}") from exc
     return True
+
+
+def resolve_broker_password(key_name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The MQTT broker password: keyring entry ``key_name``, else ``ANYFILL_MQTT_PASSWORD``."""
+    environ = os.environ if environ is None else environ
+    if key_name:
+        password = _keyring_get(key_name)
+        if password:
+            return password
+    return environ.get(BROKER_PASSWORD_ENV) or None

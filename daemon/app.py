@@ -7,6 +7,7 @@ The desktop is opened first so a missing display fails at once with a clear mess
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -74,6 +75,45 @@ def default_completer(settings: Settings) -> Any:
     return Engine(settings, bus=bus)
 
 
+def start_mqtt(
+    settings: Settings, completer: Completer, trigger: Callable[[Action], None] | None
+) -> asyncio.Task[None] | None:
+    """With ``[mqtt]`` enabled, the node's status, events and request API on the broker
+    (``anyfill.daemon.mqtt.node``); it reconnects by itself and never stops the daemon."""
+    if not settings.mqtt.enabled:
+        return None
+    from anyfill.daemon.mqtt.connection import spec_from_config
+    from anyfill.daemon.mqtt.node import NodeBridge
+
+    def trigger_action(action: str) -> None:
+        if trigger is not None and action in ("complete", "preview"):
+            trigger("complete" if action == "complete" else "preview")
+
+    bus = getattr(completer, "bus", None)
+    backends = getattr(completer, "backends", {})
+    unusable = getattr(completer, "unusable", {})
+    bridge = NodeBridge(
+        completer,
+        settings,
+        spec_from_config(settings.mqtt),
+        bus=bus,
+        backends=list(backends),
+        unusable={name: str(error) for name, error in unusable.items()},
+        trigger=trigger_action if trigger is not None else None,
+        version=_version(),
+    )
+    return asyncio.get_running_loop().create_task(bridge.run(), name="mqtt-node")
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("anyfill")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
 async def serve(
     settings: Settings,
     stop: asyncio.Event,
@@ -92,6 +132,7 @@ async def serve(
             completer: Completer = entered if entered is not None else manager
             pipeline = Pipeline(desktop, completer, settings, capture_strategies(desktop, settings))
             pipelines.append(pipeline)
+            bridge = start_mqtt(settings, completer, on_trigger)
             freeze_startup_objects()
             chain = ", ".join(settings.routing.default)
             log.info("anyfill is running; backends in order: %s", chain)
@@ -99,6 +140,10 @@ async def serve(
                 await first_set(stop, desktop.lost)
             finally:
                 pipelines.clear()
+                if bridge is not None:
+                    bridge.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await bridge
                 await pipeline.aclose()
             if desktop.lost.is_set() and not stop.is_set():
                 raise DesktopUnavailable("the connection to the display was lost")

@@ -136,10 +136,46 @@ def doctor(state: CliState) -> int:
     return EXIT_FAILURE if any(finding.status == "fail" for finding in findings) else EXIT_OK
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def worker() -> None:
-    """Serve completions to a team over MQTT (not yet available)."""
-    _not_yet("worker", "the MQTT issue")
+@cli.command()
+@click.option("--pool", metavar="NAME", help="The pool to serve (default: mqtt.worker_pool).")
+@click.option("--id", "worker_id", metavar="ID", help="This worker's name (default: host-pid).")
+@click.option(
+    "--batch-window-ms",
+    type=click.FloatRange(0, 1000),
+    default=0.0,
+    show_default=True,
+    help="Wait this long to batch prompts (0: batch those that arrive together).",
+)
+@click.option("--limit-window-s", type=click.FloatRange(0.1), hidden=True, default=60.0)
+@pass_state
+def worker(
+    state: CliState,
+    pool: str | None,
+    worker_id: str | None,
+    batch_window_ms: float,
+    limit_window_s: float,
+) -> None:
+    """Serve a pool's completions from the broker of [mqtt] with this host's backends.
+
+    Desktops reach the pool through a backend of type 'mqtt' with the same pool name. The
+    backends' per-minute limits are the whole pool's: each worker enforces its share.
+    """
+    from anyfill.daemon.worker.run import run_worker
+
+    settings = state.settings()
+    name = pool or settings.mqtt.worker_pool
+    if not name:
+        raise click.UsageError("name the pool: --pool NAME (or mqtt.worker_pool)")
+    sys.exit(
+        run_worker(
+            settings,
+            name,
+            worker_id=worker_id,
+            batch_window_s=batch_window_ms / 1000,
+            limit_window_s=limit_window_s,
+            debug=state.debug,
+        )
+    )
 
 
 @cli.command()

@@ -122,6 +122,7 @@ class Scheduler:
             batch_window_s=batch_window_s,
             batch_max=batch_max,
         )
+        self._base_limits: dict[int, LimitSpec] = {}
         self._tickets: dict[str, Ticket] = {}
         self._targets: dict[str, set[Ticket]] = {}
         self._tasks = self.attempts.tasks
@@ -167,6 +168,25 @@ class Scheduler:
             return False
         ticket.drop(reason, "cancelled")
         return True
+
+    def share_limits(self, members: int) -> None:
+        """Enforce 1/``members`` of each backend's configured per-minute limits: the share
+        of one ``anyfill worker`` in a pool of ``members`` (concurrency stays per worker:
+        it sizes the worker's own server slots)."""
+        members = max(1, members)
+        for lane in self._lanes.values():
+            base = self._base_limits.setdefault(id(lane.limiter), lane.limiter.spec)
+
+            def part(limit: int) -> int:
+                return max(1, limit // members) if limit else 0
+
+            lane.limiter.reshape(
+                LimitSpec(
+                    part(base.requests_per_minute),
+                    part(base.tokens_per_minute),
+                    base.max_concurrent,
+                )
+            )
 
     def cooling(self, backend: str) -> float:
         """Seconds the backend stays in cooldown (0: it may be asked now)."""
