@@ -90,8 +90,10 @@ class Broker:
 
     def run(self) -> None:
         assert MOSQUITTO is not None
-        out = (self.workdir / "mosquitto.out").open("ab")
-        self.process = subprocess.Popen([MOSQUITTO, "-c", str(self.config)], stdout=out, stderr=out)
+        with (self.workdir / "mosquitto.out").open("ab") as out:
+            self.process = subprocess.Popen(
+                [MOSQUITTO, "-c", str(self.config)], stdout=out, stderr=out
+            )
         deadline = time.monotonic() + 10
         while True:
             with (
