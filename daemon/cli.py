@@ -144,7 +144,8 @@ def doctor(state: CliState) -> int:
     type=click.FloatRange(0, 1000),
     default=0.0,
     show_default=True,
-    help="Wait this long to batch prompts (0: batch those that arrive together).",
+    help="Batch the prompts that arrive within this window into one request to a server "
+    "that takes prompt lists (0: no batching; answers stream).",
 )
 @click.option("--limit-window-s", type=click.FloatRange(0.1), hidden=True, default=60.0)
 @pass_state

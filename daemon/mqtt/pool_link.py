@@ -43,6 +43,8 @@ class PoolLink:
         self.pending: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self.served_by: dict[str, str] = {}
         self.workers: dict[str, dict[str, Any]] = {}
+        self.late_replies = 0
+        """Replies that came for a request nobody waits for any more (dropped)."""
         self.connected = asyncio.Event()
         self.reason = "not connected yet"
         self.client: BrokerClient | None = None
@@ -99,7 +101,8 @@ class PoolLink:
         request_id = correlation.decode() if correlation else str(data.get("id", ""))
         queue = self.pending.get(request_id)
         if queue is None:
-            return  # finished, given up or never ours: never answered twice
+            self.late_replies += 1  # finished, given up or never ours: never answered twice
+            return
         worker = data.get("worker")
         if isinstance(worker, str) and request_id not in self.served_by:
             self.served_by[request_id] = worker

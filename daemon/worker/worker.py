@@ -1,9 +1,10 @@
 """``anyfill worker``: serve a pool's FIM requests from a broker with this host's backends.
 
-The worker runs the same engine and scheduler as the desktop (limits, cooldowns,
-fallback along its own chain, batching of prompts that arrive together for a server that
-takes prompt lists) and subscribes to ``$share/<pool>/<prefix>/fim/<pool>/request``: the
-broker hands each request to one worker of the pool.
+The worker runs the same engine and scheduler as the desktop (limits, cooldowns, fallback
+along its own chain) and subscribes to ``$share/<pool>/<prefix>/fim/<pool>/request``: the
+broker hands each request to one worker of the pool. With ``--batch-window-ms``, prompts
+arriving within that window travel in one HTTP request to a server that takes prompt
+lists; without it, answers stream chunk by chunk.
 
 Per request: a duplicate (QoS 1 may deliver twice) is ignored; one whose deadline (the
 Message Expiry the broker forwards, and the ``deadline_ms`` it was sent with) has passed
@@ -94,7 +95,9 @@ class Worker:
             settings.routing,
             bus=self.bus,
             batch_window_s=self.batch_window_s,
-            batch_priorities=ALL_PRIORITIES,
+            # With a window, every prompt arriving within it shares one HTTP request (for a
+            # server that takes prompt lists); without one, answers stream chunk by chunk.
+            batch_priorities=ALL_PRIORITIES if self.batch_window_s > 0 else frozenset(),
             limit_window_s=self.limit_window_s,
         )
         return self.scheduler
