@@ -9,6 +9,7 @@ Also ``Probe``: a plain paho-mqtt client (MQTT 5 or 3.1.1) that collects what it
 from __future__ import annotations
 
 import contextlib
+import getpass
 import json
 import queue
 import shutil
@@ -59,6 +60,9 @@ class Broker:
         port = free_port()
         lines = [f"listener {port} 127.0.0.1", "persistence false", "log_type error"]
         lines.append("set_tcp_nodelay true")  # as docs/mqtt.md advises for a team broker
+        # Started as root, mosquitto would switch to the user "mosquitto", who cannot read
+        # this private directory; as anyone else the option is ignored.
+        lines.append(f"user {getpass.getuser()}")
         lines.append(f"log_dest file {workdir / 'mosquitto.log'}")
         if users:
             passwords = workdir / "passwd"

@@ -46,6 +46,7 @@ class WorkerProcess:
         name: str,
         *args: str,
         extra: str = "",
+        extra_mqtt: str = "",
     ) -> None:
         self.log_path = workdir / f"{name}.log"
         config = workdir / f"{name}.toml"
@@ -60,6 +61,7 @@ url = "{backend_url}"
 default = ["gpu"]
 [mqtt]
 url = "{broker.url}"
+{extra_mqtt}
 [logging]
 file = false
 """
@@ -109,13 +111,23 @@ file = false
 
 @contextmanager
 def workers(
-    tmp_path: Path, broker: Broker, url: str, count: int = 1, *args: str, extra: str = ""
+    tmp_path: Path,
+    broker: Broker,
+    url: str,
+    count: int = 1,
+    *args: str,
+    extra: str = "",
+    extra_mqtt: str = "",
 ) -> Iterator[list[WorkerProcess]]:
     started: list[WorkerProcess] = []
     try:
         for index in range(count):
             name = f"w{index + 1}"
-            started.append(WorkerProcess(tmp_path, broker, url, name, *args, extra=extra))
+            started.append(
+                WorkerProcess(
+                    tmp_path, broker, url, name, *args, extra=extra, extra_mqtt=extra_mqtt
+                )
+            )
         yield started
     finally:
         for worker in started:
