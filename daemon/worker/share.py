@@ -12,9 +12,10 @@ budget they used in the old window has expired by the time the newcomer sends.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
+
+from anyfill.daemon.scheduler.clock import Clock, TimerHandle
 
 log = logging.getLogger("anyfill.worker")
 
@@ -27,6 +28,7 @@ class PoolShare:
         *,
         window_s: float,
         limited: bool,
+        clock: Clock,
     ) -> None:
         self.me = me
         self._apply = apply
@@ -35,7 +37,8 @@ class PoolShare:
         """Whether any backend has a per-minute limit (otherwise shares change nothing)."""
         self.members: set[str] = {me}
         self.enforced = 1
-        self._grow: asyncio.TimerHandle | None = None
+        self._clock = clock
+        self._grow: TimerHandle | None = None
         apply(1)
 
     def join_delay(self, others_seen: bool) -> float:
@@ -61,13 +64,12 @@ class PoolShare:
                 self._set(count)
             return
         if self._grow is None:  # fewer workers: a bigger share, but only after a window
-            loop = asyncio.get_running_loop()
-            self._grow = loop.call_later(self.window_s, self._grow_now)
+            self._grow = self._clock.call_at(self._clock.now() + self.window_s, self._grow_now)
 
     def _grow_now(self) -> None:
         self._grow = None
         count = len(self.members)
-        if count < self.enforced or count > self.enforced:
+        if count != self.enforced:
             self._set(count)
 
     def _set(self, count: int) -> None:

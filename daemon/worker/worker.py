@@ -117,6 +117,7 @@ class Worker:
                 scheduler.share_limits,
                 window_s=self.limit_window_s,
                 limited=limited,
+                clock=scheduler.clock,
             )
             will = aiomqtt.Will(self.topics.worker(self.worker_id), b"", qos=1, retain=True)
             client = BrokerClient(self.spec, will=will)
