@@ -41,6 +41,7 @@ async def diagnose(
     findings = [_config_file(config_path)]
     enabled = [backend for backend in settings.backends if backend.enabled]
     findings += await asyncio.gather(*(_backend(b, environ) for b in enabled))
+    findings.append(await _broker(settings, environ))
     findings += [
         _routing(settings),
         _keyring(),
@@ -84,9 +85,39 @@ async def _backend(config: BackendConfig, environ: Mapping[str, str]) -> Finding
             return Finding("fail", topic, f"{config.url} did not answer within the timeout")
         except AnyfillError as exc:
             return Finding("fail", topic, str(exc))
+        finally:
+            close = getattr(backend, "aclose", None)  # a broker connection (type mqtt)
+            if close is not None:
+                await close()
     ms = (time.monotonic() - started) * 1000
     model = f", model {config.model}" if config.model else ""
     return Finding("ok", topic, f"{config.type} at {config.url}{model} answers ({ms:.0f} ms)")
+
+
+async def _broker(settings: Settings, environ: Mapping[str, str]) -> Finding:
+    """With ``[mqtt]`` on: can this machine reach the broker with these credentials?"""
+    mqtt = settings.mqtt
+    if not mqtt.enabled:
+        return Finding("ok", "broker", "MQTT is off: everything stays in this process")
+    import aiomqtt
+
+    from anyfill.daemon.mqtt.connection import BrokerClient, spec_from_config
+
+    spec = spec_from_config(mqtt, client_id=f"anyfill-doctor-{os.getpid()}", environ=environ)
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(10), BrokerClient(spec):
+            pass
+    except (aiomqtt.MqttError, OSError, TimeoutError) as exc:
+        reason = str(exc) or type(exc).__name__
+        return Finding("fail", "broker", f"broker {spec.url} is unreachable: {reason}")
+    ms = (time.monotonic() - started) * 1000
+    auth = "authenticated" if spec.authenticated else "anonymous"
+    return Finding(
+        "ok",
+        "broker",
+        f"{spec.url} (MQTT {spec.protocol}, {auth}) as node {mqtt.node} ({ms:.0f} ms)",
+    )
 
 
 def _routing(settings: Settings) -> Finding:
