@@ -180,12 +180,12 @@ def worker(
 
 
 @cli.command()
-@click.argument("which", nargs=-1, type=click.Choice(["p2", "p3", "p4", "p6", "all"]))
+@click.argument("which", nargs=-1, type=click.Choice(["p2", "p3", "p4", "p6", "mqtt", "all"]))
 @click.option("--quick", is_flag=True, help="Fewer repetitions: a rough figure, sooner.")
 @click.option("--no-peers", is_flag=True, help="P2 without the openai SDK and LiteLLM.")
 def bench(which: tuple[str, ...], quick: bool, no_peers: bool) -> None:
     """Measure the request path against a loopback stub: P2 client cost, P3 cancel to
-    socket close, P4 batching, P6 rate limiter (default: all)."""
+    socket close, P4 batching, P6 rate limiter, mqtt worker pools (default: all)."""
     from anyfill.bench import run_benchmarks
 
     run_benchmarks(which or ("all",), quick=quick, peers=not no_peers, say=click.echo)

@@ -12,7 +12,7 @@ from anyfill.bench.harness import Say, quiet
 
 __all__ = ["BENCHMARKS", "run_benchmarks"]
 
-BENCHMARKS = ("p2", "p3", "p4", "p6")
+BENCHMARKS = ("p2", "p3", "p4", "p6", "mqtt")
 
 
 def run_benchmarks(
@@ -37,9 +37,13 @@ def run_benchmarks(
             from anyfill.bench import p4
 
             report = p4.run(reps=2 if quick else 7, say=say)
-        else:
+        elif name == "p6":
             from anyfill.bench import p6
 
             report = p6.run(say=say)
+        else:
+            from anyfill.bench import mqtt
+
+            report = mqtt.run(quick=quick, say=say)
         say(report)
         say("")
