@@ -148,13 +148,16 @@ def doctor(state: CliState) -> int:
     "that takes prompt lists (0: no batching; answers stream).",
 )
 @click.option("--limit-window-s", type=click.FloatRange(0.1), hidden=True, default=60.0)
+@click.option("--sends-log", type=click.Path(dir_okay=False), hidden=True)
 @pass_state
 def worker(
     state: CliState,
+    *,
     pool: str | None,
     worker_id: str | None,
     batch_window_ms: float,
     limit_window_s: float,
+    sends_log: str | None,
 ) -> None:
     """Serve a pool's completions from the broker of [mqtt] with this host's backends.
 
@@ -174,6 +177,7 @@ def worker(
             worker_id=worker_id,
             batch_window_s=batch_window_ms / 1000,
             limit_window_s=limit_window_s,
+            sends_log=sends_log,
             debug=state.debug,
         )
     )

@@ -8,9 +8,11 @@ import os
 import re
 import signal
 import socket
+import time
 from dataclasses import replace
 
 from anyfill.config.model import Settings
+from anyfill.daemon.bus import EventBus
 from anyfill.daemon.log import setup_logging
 
 log = logging.getLogger("anyfill.worker")
@@ -21,6 +23,20 @@ def default_worker_id() -> str:
     return f"{host}-{os.getpid()}"
 
 
+def record_sends(bus: EventBus, path: str) -> None:
+    """Append when each attempt went to a backend (``time.monotonic()``, one per line): the
+    load benchmark checks the pool's limit against what the limiters let out."""
+    from anyfill.daemon.scheduler.events import AttemptFinished
+
+    out = open(path, "a", buffering=1)  # noqa: SIM115 - open for the process's life
+
+    def on_attempt(event: AttemptFinished) -> None:
+        if event.total_ms is not None:
+            out.write(f"{time.monotonic() - event.total_ms / 1000:.6f}\n")
+
+    bus.listen(on_attempt, AttemptFinished)
+
+
 def run_worker(
     settings: Settings,
     pool: str,
@@ -28,6 +44,7 @@ def run_worker(
     worker_id: str | None = None,
     batch_window_s: float = 0.0,
     limit_window_s: float = 60.0,
+    sends_log: str | None = None,
     debug: bool = False,
 ) -> int:
     setup_logging(
@@ -37,16 +54,29 @@ def run_worker(
         backups=settings.logging.backups,
         log_text=settings.privacy.log_text,
     )
+    name = worker_id or default_worker_id()
     asyncio.run(
-        _main(settings, pool, worker_id or default_worker_id(), batch_window_s, limit_window_s)
+        _main(
+            settings,
+            pool=pool,
+            worker_id=name,
+            batch_window_s=batch_window_s,
+            limit_window_s=limit_window_s,
+            sends_log=sends_log,
+        )
     )
     return 0
 
 
 async def _main(
-    settings: Settings, pool: str, worker_id: str, batch_window_s: float, limit_window_s: float
+    settings: Settings,
+    *,
+    pool: str,
+    worker_id: str,
+    batch_window_s: float,
+    limit_window_s: float,
+    sends_log: str | None,
 ) -> None:
-    from anyfill.daemon.bus import EventBus
     from anyfill.daemon.mqtt.connection import spec_from_config
     from anyfill.daemon.worker.worker import Worker
 
@@ -56,6 +86,9 @@ async def _main(
         loop.add_signal_handler(sig, stop.set)
     # Its own client id: a desktop on the same host may use the [mqtt] one.
     spec = replace(spec_from_config(settings.mqtt), client_id=f"anyfill-worker-{worker_id}")
+    bus = EventBus()
+    if sends_log:
+        record_sends(bus, sends_log)
     worker = Worker(
         settings,
         spec,
@@ -64,7 +97,7 @@ async def _main(
         prefix=settings.mqtt.prefix,
         limit_window_s=limit_window_s,
         batch_window_s=batch_window_s,
-        bus=EventBus(),
+        bus=bus,
     )
     log.info("worker %s for pool %s on %s", worker_id, pool, spec.url)
     await worker.run(stop)
