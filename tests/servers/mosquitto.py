@@ -45,15 +45,17 @@ class Broker:
     workdir: Path
     config: Path
     process: subprocess.Popen[bytes] | None = None
+    ca: Path | None = None
+    """The self-signed certificate of a TLS listener (its own CA)."""
 
     @property
     def url(self) -> str:
-        return f"mqtt://127.0.0.1:{self.port}"
+        return f"{'mqtts' if self.ca else 'mqtt'}://127.0.0.1:{self.port}"
 
     @classmethod
     @contextlib.contextmanager
     def start(
-        cls, users: Mapping[str, str] | None = None, acl: str | None = None
+        cls, users: Mapping[str, str] | None = None, acl: str | None = None, tls: bool = False
     ) -> Iterator[Broker]:
         assert MOSQUITTO is not None, SKIP_REASON
         workdir = Path(tempfile.mkdtemp(prefix="anyfill-mqtt-"))
@@ -82,9 +84,21 @@ class Broker:
             acl_file.write_text(acl)
             acl_file.chmod(0o600)
             lines.append(f"acl_file {acl_file}")
+        ca: Path | None = None
+        if tls:
+            ca, key = workdir / "broker.crt", workdir / "broker.key"
+            command = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+            command += ["-keyout", str(key), "-out", str(ca), "-subj", "/CN=127.0.0.1"]
+            command += ["-addext", "subjectAltName=IP:127.0.0.1"]
+            subprocess.run(
+                command,
+                check=True,
+                capture_output=True,
+            )
+            lines += [f"certfile {ca}", f"keyfile {key}"]
         config = workdir / "mosquitto.conf"
         config.write_text("\n".join(lines) + "\n")
-        broker = cls(port, workdir, config)
+        broker = cls(port, workdir, config, ca=ca)
         broker.run()
         try:
             yield broker

@@ -90,3 +90,53 @@ async def test_completions_go_on_while_the_broker_is_away(server: LoopbackServer
     assert not down.connected
     assert down.reason
     assert up.connected
+
+
+async def test_a_daemon_on_mqtt_3_1_1_answers_by_the_id_in_the_payload(
+    server: LoopbackServer,
+) -> None:
+    with Broker.start() as broker, Probe(broker.port, v5=False) as probe:
+        settings = settings_for(broker, server, mqtt_text=False)
+        settings.mqtt.protocol = "3.1.1"
+        async with Engine(settings) as engine:
+            bridge = NodeBridge(engine, settings, spec_from_config(settings.mqtt, environ={}))
+            task = asyncio.create_task(bridge.run())
+            await asyncio.wait_for(bridge.connected.wait(), 10)
+            await asyncio.to_thread(probe.subscribe, "plain/replies")
+            body = '{"id": "p1", "prefix": "a = ", "response_topic": "plain/replies"}'
+            await asyncio.to_thread(probe.publish, "anyfill/desk/request", body)
+            replies = await asyncio.to_thread(
+                probe.until, lambda m: m.json()["type"] == "final", 10
+            )
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    assert replies[-1].json()["id"] == "p1"
+    assert replies[-1].json()["middle"] == "return a + b"
+    assert all(reply.json()["id"] == "p1" for reply in replies)
+
+
+# paho leaves the SSL socket of a failed handshake to the garbage collector, which closes it
+# and warns; the warning is about paho, the test is about our CA handling.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+async def test_over_tls_the_broker_is_checked_against_the_given_ca(server: LoopbackServer) -> None:
+    import aiomqtt
+
+    from anyfill.daemon.mqtt.connection import BrokerClient
+
+    with Broker.start(tls=True) as broker:
+        assert broker.ca is not None
+        settings = settings_for(broker, server, mqtt_text=False)
+        settings.mqtt.tls_ca = str(broker.ca)
+        spec = spec_from_config(settings.mqtt, environ={})
+        assert spec.tls
+        async with Engine(settings) as engine:
+            bridge = NodeBridge(engine, settings, spec)
+            task = asyncio.create_task(bridge.run())
+            await asyncio.wait_for(bridge.connected.wait(), 10)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        settings.mqtt.tls_ca = ""  # the system's CAs do not know this broker
+        untrusted = spec_from_config(settings.mqtt, environ={})
+        with pytest.raises((aiomqtt.MqttError, OSError), match=r"(?i)certificate"):
+            async with BrokerClient(untrusted):
+                pass
