@@ -213,6 +213,18 @@ def backoff_delays(
     return delay
 
 
+def raise_if_cancelled() -> None:
+    """Re-raise a cancel that an aiomqtt call swallowed.
+
+    aiomqtt waits for acknowledgements with ``asyncio.wait_for``, which on Python 3.11
+    returns the result instead of raising when the cancel and the acknowledgement arrive
+    together; the task is still marked as cancelling. Call this after such awaits.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 StateCallback = Callable[[bool, str], None]
 
 
@@ -227,19 +239,21 @@ async def keep_connected(
     wait with backoff and jitter and do it again, until cancelled."""
     wait = delay or backoff_delays()
     attempt = 0
+    task = asyncio.current_task()
     while True:
         try:
             async with client:
                 attempt = 0
                 on_state(True, "")
                 await session(client)
-        except aiomqtt.MqttError as error:
+        except (aiomqtt.MqttError, OSError) as error:  # OSError: refused before MQTT began
+            if task is not None and task.cancelling():
+                # Disconnecting on cancel can fail too (aiomqtt raises from __aexit__):
+                # the cancel must win, or the loop would reconnect forever.
+                raise asyncio.CancelledError from error
             reason = str(error) or error.__class__.__name__
             on_state(False, reason)
             log.info("broker %s: %s; retrying", client.spec.url, reason)
-        except OSError as error:  # refused before MQTT began (no broker on that port)
-            on_state(False, str(error))
-            log.info("broker %s: %s; retrying", client.spec.url, error)
         await asyncio.sleep(wait(attempt))
         attempt += 1
 
@@ -253,5 +267,6 @@ __all__ = [
     "make_tls_context",
     "parse_broker_url",
     "publish_properties",
+    "raise_if_cancelled",
     "spec_from_config",
 ]

@@ -42,6 +42,7 @@ from anyfill.daemon.mqtt.connection import (
     BrokerSpec,
     keep_connected,
     publish_properties,
+    raise_if_cancelled,
 )
 from anyfill.daemon.mqtt.protocol import (
     CancelRequest,
@@ -118,7 +119,6 @@ class NodeBridge:
         changed = up != self._connected
         self._connected = up
         if up:
-            self.connected.set()
             log.info("on the broker %s as node %s", self.spec.url, self.settings.mqtt.node)
         else:
             self.connected.clear()
@@ -131,6 +131,8 @@ class NodeBridge:
         await client.publish(self.topics.status, self._status(), qos=1, retain=True)
         await client.subscribe(self.topics.request, qos=1)
         await client.subscribe(self.topics.cancel, qos=1)
+        raise_if_cancelled()
+        self.connected.set()
         async for message in client.messages:
             payload = message.payload if isinstance(message.payload, bytes) else b""
             if message.topic.value == self.topics.request:
@@ -139,6 +141,7 @@ class NodeBridge:
                 task.add_done_callback(self._tasks.discard)
             elif message.topic.value == self.topics.cancel:
                 await self._cancel(payload)
+                raise_if_cancelled()
 
     # -- status and events -------------------------------------------------------------
 

@@ -20,7 +20,12 @@ from typing import Any
 
 import aiomqtt
 
-from anyfill.daemon.mqtt.connection import BrokerClient, BrokerSpec, keep_connected
+from anyfill.daemon.mqtt.connection import (
+    BrokerClient,
+    BrokerSpec,
+    keep_connected,
+    raise_if_cancelled,
+)
 from anyfill.daemon.mqtt.topics import PoolTopics
 
 log = logging.getLogger("anyfill.mqtt.pool")
@@ -80,6 +85,7 @@ class PoolLink:
     async def _session(self, client: BrokerClient) -> None:
         await client.subscribe(self.reply_topic, qos=1)
         await client.subscribe(self.topics.workers, qos=1)
+        raise_if_cancelled()
         self.connected.set()
         async for message in client.messages:
             topic = message.topic.value

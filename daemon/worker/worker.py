@@ -35,7 +35,12 @@ from anyfill.daemon.completion import CompletionRequest, Finished, Planned, Text
 from anyfill.daemon.context import Context
 from anyfill.daemon.engine import Engine
 from anyfill.daemon.errors import AnyfillError, RequestDropped
-from anyfill.daemon.mqtt.connection import BrokerClient, BrokerSpec, keep_connected
+from anyfill.daemon.mqtt.connection import (
+    BrokerClient,
+    BrokerSpec,
+    keep_connected,
+    raise_if_cancelled,
+)
 from anyfill.daemon.mqtt.protocol import (
     CancelRequest,
     PayloadError,
@@ -160,6 +165,7 @@ class Worker:
         await client.publish(
             self.topics.worker(self.worker_id), dumps(presence), qos=1, retain=True
         )
+        raise_if_cancelled()
         joined = asyncio.create_task(self._join(client), name="worker-join")
         try:
             async for message in client.messages:
@@ -182,6 +188,7 @@ class Worker:
             log.info("joining pool %s in %.0f s (one limit window)", self.pool, delay)
             await asyncio.sleep(delay)
         await client.subscribe(self.topics.shared_request, qos=1)
+        raise_if_cancelled()
         self.serving.set()
         log.info("worker %s serves pool %s", self.worker_id, self.pool)
 
