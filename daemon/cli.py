@@ -6,6 +6,7 @@ Only click and the standard library are imported at module level: ``anyfill --he
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -170,6 +171,11 @@ def worker(
     name = pool or settings.mqtt.worker_pool
     if not name:
         raise click.UsageError("name the pool: --pool NAME (or mqtt.worker_pool)")
+    for what, value in (("--pool", name), ("--id", worker_id or "ok")):
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", value):
+            raise click.UsageError(f"{what} {value!r}: use letters, digits, '-', '_' or '.'")
+    if settings.mqtt.protocol != "5":
+        raise click.UsageError("worker pools need MQTT 5: set mqtt.protocol = \"5\"")
     sys.exit(
         run_worker(
             settings,
