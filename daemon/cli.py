@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_CONFIG = 2
+EXIT_NOT_RUNNING = 3
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -79,9 +80,64 @@ def version() -> None:
 def run(state: CliState, headless: bool) -> None:
     """Run the daemon: hotkeys, capture, completion and insertion (and the tray)."""
     from anyfill.daemon.app import run_daemon
+    from anyfill.daemon.control.instance import single_instance
 
-    settings = state.settings()
-    run_daemon(settings, headless=headless, debug=state.debug)
+    # Before anything else: a second instance must not grab the hotkeys twice.
+    with single_instance():
+        settings = state.settings()
+        if sys.stdin.isatty():  # a first run in a terminal: ask before downloading a model
+            from anyfill.daemon.models.commands import offer_download
+
+            offer_download(settings)
+        run_daemon(settings, headless=headless, debug=state.debug)
+
+
+@cli.command()
+@click.argument("action", type=click.Choice(["complete", "preview", "cancel"]))
+@click.option(
+    "--wait", is_flag=True, help="Wait for the outcome and print it (exit 1 unless inserted)."
+)
+def trigger(action: str, wait: bool) -> int:
+    """Tell the running daemon to act as if the ACTION hotkey was pressed.
+
+    Bind `anyfill trigger complete` to a desktop shortcut where anyfill cannot grab keys
+    itself (Wayland). Exits 3 when no daemon is running.
+    """
+    from anyfill.daemon.control.trigger_cmd import run_trigger
+
+    return run_trigger(action, wait)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the daemon's answer as JSON.")
+def status(as_json: bool) -> int:
+    """Show whether the daemon runs, its state, backends and last outcome (exit 3: not running)."""
+    import json
+
+    from anyfill.daemon.control.client import call
+    from anyfill.daemon.control.render import status_text
+
+    answer = call("status")
+    click.echo(json.dumps(answer, indent=2, ensure_ascii=False) if as_json else status_text(answer))
+    return EXIT_OK
+
+
+@cli.command()
+def pause() -> None:
+    """Make the running daemon ignore hotkey presses until `anyfill resume`."""
+    from anyfill.daemon.control.client import call
+
+    call("pause")
+    click.echo("anyfill is paused")
+
+
+@cli.command()
+def resume() -> None:
+    """Make the running daemon act on hotkey presses again."""
+    from anyfill.daemon.control.client import call
+
+    call("resume")
+    click.echo("anyfill is resumed")
 
 
 def _not_yet(command: str, issue: str) -> NoReturn:
@@ -175,7 +231,7 @@ def worker(
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", value):
             raise click.UsageError(f"{what} {value!r}: use letters, digits, '-', '_' or '.'")
     if settings.mqtt.protocol != "5":
-        raise click.UsageError("worker pools need MQTT 5: set mqtt.protocol = \"5\"")
+        raise click.UsageError('worker pools need MQTT 5: set mqtt.protocol = "5"')
     sys.exit(
         run_worker(
             settings,
@@ -207,6 +263,52 @@ def bench(which: tuple[str, ...], quick: bool, no_peers: bool) -> None:
 def eval_() -> None:
     """Score completions on an infilling benchmark (not yet available)."""
     _not_yet("eval", "the evaluation issue")
+
+
+@cli.group()
+def model() -> None:
+    """List, download, choose and remove the models anyfill's own llama-server runs."""
+
+
+@model.command("list")
+@pass_state
+def model_list(state: CliState) -> None:
+    """The models anyfill offers, which are downloaded, and which one is in use."""
+    from anyfill.daemon.models.commands import list_models
+
+    list_models(state.settings())
+
+
+@model.command("pull")
+@click.argument("name", required=False)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask before downloading.")
+@pass_state
+def model_pull(state: CliState, name: str | None, yes: bool) -> None:
+    """Download NAME (default: the configured model); asks first, resumes, verifies."""
+    from anyfill.daemon.models.commands import pull_model
+
+    pull_model(state.settings(), name, yes=yes)
+
+
+@model.command("use")
+@click.argument("name_or_path")
+@click.option("--backend", metavar="NAME", help="Which managed backend (when there are several).")
+@pass_state
+def model_use(state: CliState, name_or_path: str, backend: str | None) -> None:
+    """Make the managed llama-server run NAME (see 'model list') or a GGUF file at PATH."""
+    from anyfill.daemon.models.commands import use_model
+
+    click.echo(use_model(state.resolved_config_path(), name_or_path, backend))
+
+
+@model.command("rm")
+@click.argument("name")
+@pass_state
+def model_rm(state: CliState, name: str) -> None:
+    """Delete a downloaded model (and any partial download of it)."""
+    from anyfill.daemon.models.commands import remove_model
+
+    click.echo(remove_model(state.settings(), name))
 
 
 @cli.group()
@@ -283,7 +385,7 @@ def config_set_key(state: CliState, backend: str, from_stdin: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one clear line on error, a traceback only with --debug."""
-    from anyfill.daemon.errors import AnyfillError, ConfigError
+    from anyfill.daemon.errors import AnyfillError, ConfigError, NotRunning
 
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
@@ -297,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         _report(exc, debug)
         return EXIT_CONFIG
+    except NotRunning as exc:
+        _report(exc, debug)
+        return EXIT_NOT_RUNNING
     except AnyfillError as exc:
         _report(exc, debug)
         return EXIT_FAILURE

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -150,6 +151,20 @@ class Windows(Protocol):
         ...
 
 
+class DirectInsert(Protocol):
+    """Insertion that needs neither keys nor the clipboard (an accessibility API)."""
+
+    name: str
+
+    async def insert(self, text: str, target: Target, guard: Callable[[], None]) -> bool:
+        """Insert ``text`` at the caret of ``target`` and verify it landed by reading back.
+
+        False, with the document unchanged, where this target does not take it (the caller
+        then pastes). ``guard`` runs right before the change and may refuse by raising.
+        """
+        ...
+
+
 @dataclass(frozen=True)
 class Desktop:
     keys: Keys
@@ -157,3 +172,5 @@ class Desktop:
     windows: Windows
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the connection to the display broke: the daemon cannot go on."""
+    direct: DirectInsert | None = None
+    """Tried before any paste where the platform has it (Wayland: AT-SPI EditableText)."""

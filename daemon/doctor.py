@@ -40,14 +40,22 @@ async def diagnose(
     environ = os.environ if environ is None else environ
     findings = [_config_file(config_path)]
     enabled = [backend for backend in settings.backends if backend.enabled]
-    findings += await asyncio.gather(*(_backend(b, environ) for b in enabled))
+    servers = [b for b in enabled if b.type != "llamacpp-managed"]
+    findings += await asyncio.gather(*(_backend(b, environ) for b in servers))
+    findings += await _managed(settings, [b for b in enabled if b.type == "llamacpp-managed"])
+    findings = _covered_by_managed(settings, findings)
     findings.append(await _broker(settings, environ))
-    findings += [
-        _routing(settings),
-        _keyring(),
-        _display(environ),
-        _accessibility(settings),
-    ]
+    findings += [_routing(settings), _keyring()]
+    from anyfill.daemon.wayland.session import is_wayland
+
+    if sys.platform.startswith("linux") and is_wayland(environ):
+        from anyfill.daemon.wayland.report import wayland_report
+
+        findings += [Finding(*line) for line in await wayland_report(environ)]
+    else:
+        findings.append(_display(environ))
+    findings.append(_accessibility(settings))
+    findings.append(_daemon())
     return findings
 
 
@@ -86,9 +94,7 @@ async def _backend(config: BackendConfig, environ: Mapping[str, str]) -> Finding
         except AnyfillError as exc:
             return Finding("fail", topic, str(exc))
         finally:
-            close = getattr(backend, "aclose", None)  # a broker connection (type mqtt)
-            if close is not None:
-                await close()
+            await backend.aclose()  # a broker connection (type mqtt)
     ms = (time.monotonic() - started) * 1000
     model = f", model {config.model}" if config.model else ""
     return Finding("ok", topic, f"{config.type} at {config.url}{model} answers ({ms:.0f} ms)")
@@ -118,6 +124,47 @@ async def _broker(settings: Settings, environ: Mapping[str, str]) -> Finding:
         "broker",
         f"{spec.url} (MQTT {spec.protocol}, {auth}) as node {mqtt.node} ({ms:.0f} ms)",
     )
+
+
+async def _managed(settings: Settings, managed: list[BackendConfig]) -> list[Finding]:
+    """The binary and model of each server anyfill runs itself (never started here)."""
+    from anyfill.daemon.managed.doctor import managed_findings
+
+    found = await asyncio.gather(*(managed_findings(b, settings.models) for b in managed))
+    return [Finding(status, topic, detail) for lines in found for status, topic, detail in lines]
+
+
+def _covered_by_managed(settings: Settings, findings: list[Finding]) -> list[Finding]:
+    """A local server that is not running is no failure when a usable managed server comes
+    after it in the chain: that is the set-up of a user who runs no server of their own."""
+    chain = settings.routing.default
+    failed = {f.topic for f in findings if f.status == "fail"}
+    usable = [
+        name
+        for name in chain
+        if settings.backend(name).type == "llamacpp-managed"
+        and f"backend {name} binary" not in failed
+        and f"backend {name} model" not in failed
+    ]
+    if not usable:
+        return findings
+    last = chain.index(usable[0])
+    local = {
+        f"backend {name}": settings.backend(name).url
+        for name in chain[:last]
+        if settings.backend(name).type in ("llamacpp", "ollama")
+    }
+    return [
+        Finding(
+            "ok",
+            f.topic,
+            f"no server at {local[f.topic]}: none needed, '{usable[0]}' (run by anyfill) "
+            "serves instead",
+        )
+        if f.topic in local and f.status == "fail" and "nothing listens" in f.detail
+        else f
+        for f in findings
+    ]
 
 
 def _routing(settings: Settings) -> Finding:
@@ -184,3 +231,25 @@ def _accessibility(settings: Settings) -> Finding:
             "keyboard capture is used",
         )
     return Finding("ok", "accessibility", "PyGObject found; AT-SPI is tried first")
+
+
+def _daemon() -> Finding:
+    """Whether a daemon answers on the control socket (asked, never created)."""
+    from anyfill.daemon.control.client import call
+    from anyfill.daemon.control.paths import socket_path
+    from anyfill.daemon.errors import ControlError, NotRunning
+
+    try:
+        path = socket_path()
+    except ControlError as exc:
+        return Finding("fail", "daemon", str(exc))
+    try:
+        answer = call("ping", path=path, timeout_s=2.0)
+    except NotRunning:
+        return Finding("ok", "daemon", f"not running ('anyfill run' starts it; socket {path})")
+    except ControlError as exc:
+        return Finding("fail", "daemon", f"control socket {path}: {exc}")
+    ui = answer.get("ui") or "headless"
+    return Finding(
+        "ok", "daemon", f"running (pid {answer.get('pid')}, {ui}); control socket {path}"
+    )

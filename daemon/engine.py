@@ -137,7 +137,9 @@ class Engine:
                 continue
             client = make_client(config)
             self._clients.append(client)
-            self.backends[config.name] = create_backend(config, client, key)
+            self.backends[config.name] = create_backend(
+                config, client, key, bus=self.bus, models=self.settings.models
+            )
 
     async def __aexit__(
         self,
@@ -153,14 +155,12 @@ class Engine:
         if self._owned_scheduler is not None:
             await self._owned_scheduler.aclose()
             self._owned_scheduler = None
+        if self._given_backends is None:
+            for backend in self.backends.values():
+                await backend.aclose()  # a managed server stops, a broker link closes
         for client in self._clients:
             await client.aclose()
         self._clients.clear()
-        if self._given_backends is None:
-            for backend in self.backends.values():
-                close = getattr(backend, "aclose", None)  # those with their own connection
-                if close is not None:
-                    await close()
         self._entered = False
 
     # -- Completer --------------------------------------------------------------------------

@@ -26,7 +26,11 @@ exceptions (httpx, OS, keyring, pydantic) are mapped to these at the boundary wi
     ├── InsertError                   the completion could not be inserted
     │   ├── FocusChanged              the focused window is not the captured one
     │   └── SelectionAppeared         text got selected in the target after capture
-    └── BusError                      MQTT broker problems
+    ├── BusError                      MQTT broker problems
+    └── ControlError                  the control socket: unsafe directory, bad answer
+        ├── NotRunning                no daemon answers on the control socket
+        ├── CommandRefused            the daemon answered a command with an error code
+        └── AlreadyRunning            another `anyfill run` of this user holds the lock
 
 ``retryable`` tells the scheduler whether to cool the backend down and fall back
 (True) or to stop and tell the user to fix something (False).
@@ -35,6 +39,7 @@ exceptions (httpx, OS, keyring, pydantic) are mapped to these at the boundary wi
 from __future__ import annotations
 
 __all__ = [
+    "AlreadyRunning",
     "AnyfillError",
     "AuthError",
     "BackendError",
@@ -43,12 +48,15 @@ __all__ = [
     "BadRequest",
     "BusError",
     "CaptureError",
+    "CommandRefused",
     "ConfigError",
+    "ControlError",
     "DesktopUnavailable",
     "FocusChanged",
     "InsertError",
     "ModelNotFound",
     "NeedsKeyError",
+    "NotRunning",
     "ProtocolError",
     "RateLimited",
     "RequestDropped",
@@ -183,3 +191,27 @@ class SelectionAppeared(InsertError):
 
 class BusError(AnyfillError):
     retryable = True
+
+
+class ControlError(AnyfillError):
+    """The control socket cannot be used safely, or the daemon answered with an error."""
+
+
+class NotRunning(ControlError):
+    """No anyfill daemon of this user answers on the control socket."""
+
+
+class AlreadyRunning(ControlError):
+    """Another ``anyfill run`` of this user is alive; ``pid`` when it could be read."""
+
+    def __init__(self, message: str, pid: int | None = None) -> None:
+        self.pid = pid
+        super().__init__(message)
+
+
+class CommandRefused(ControlError):
+    """The daemon answered with an error; ``code`` is the protocol's error code."""
+
+    def __init__(self, message: str, code: str) -> None:
+        self.code = code
+        super().__init__(message)

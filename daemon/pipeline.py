@@ -14,7 +14,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal, TypeVar
 
 from anyfill.config.model import CaptureStrategy, Settings
@@ -47,6 +47,8 @@ class Outcome:
     ms: float = 0.0
     capture: str = ""
     """The strategy that read the text around the caret."""
+    finished: float = field(default_factory=time.time)
+    """Wall-clock time (``time.time()``) the press ended."""
 
 
 class Pipeline:
@@ -65,12 +67,27 @@ class Pipeline:
         self._current: asyncio.Task[Outcome] | None = None
         self._request_id: str | None = None
         self.history: deque[Outcome] = deque(maxlen=max(settings.ui.history_size, 1))
+        self.paused = False
+        """While paused, presses are ignored (cancel still works); the tray and the control
+        socket's ``pause``/``resume`` set it."""
+
+    @property
+    def current(self) -> asyncio.Task[Outcome] | None:
+        """The latest press's task (done or not), ``None`` before the first press."""
+        return self._current
+
+    @property
+    def busy(self) -> bool:
+        return self._current is not None and not self._current.done()
 
     def trigger(self, action: Action) -> None:
         """Called on the loop thread for each hotkey press."""
         log.debug("hotkey: %s", action)
         if action == "cancel":
             self.cancel()
+            return
+        if self.paused:
+            log.info("paused: the %s hotkey is ignored until anyfill is resumed", action)
             return
         previous = self._current
         if previous is not None and not previous.done():

@@ -130,3 +130,6 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     async def health(self) -> None:
         """Raise a BackendError when the server cannot serve now (for ``anyfill doctor``)."""
+
+    async def aclose(self) -> None:  # noqa: B027 - an optional hook: most backends own nothing
+        """Release what the backend owns besides its HTTP client (a managed server process)."""

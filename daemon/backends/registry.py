@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 import httpx
 
-from anyfill.config.model import BACKEND_TYPES, BackendConfig
+from anyfill.config.model import BACKEND_TYPES, BackendConfig, ModelsConfig
 from anyfill.daemon.backends.anthropic import AnthropicBackend
 from anyfill.daemon.backends.base import Backend
 from anyfill.daemon.backends.gemini import GeminiBackend
@@ -17,7 +17,9 @@ from anyfill.daemon.backends.mqtt import MqttPoolBackend
 from anyfill.daemon.backends.ollama import OllamaBackend
 from anyfill.daemon.backends.openai_chat import OpenAIChatBackend
 from anyfill.daemon.backends.openai_completions import OpenAICompletionsBackend
+from anyfill.daemon.bus import EventBus
 from anyfill.daemon.errors import ConfigError
+from anyfill.daemon.managed.backend import ManagedLlamaCppBackend
 
 __all__ = ["BACKEND_CLASSES", "backend_class", "create_backend"]
 
@@ -26,6 +28,7 @@ BACKEND_CLASSES: Mapping[str, type[Backend]] = MappingProxyType(
         cls.type_name: cls
         for cls in (
             LlamaCppBackend,
+            ManagedLlamaCppBackend,
             OllamaBackend,
             OpenAICompletionsBackend,
             MistralFimBackend,
@@ -51,6 +54,16 @@ def backend_class(type_name: str) -> type[Backend]:
 
 
 def create_backend(
-    config: BackendConfig, client: httpx.AsyncClient, api_key: str | None = None
+    config: BackendConfig,
+    client: httpx.AsyncClient,
+    api_key: str | None = None,
+    *,
+    bus: EventBus | None = None,
+    models: ModelsConfig | None = None,
 ) -> Backend:
-    return backend_class(config.type)(config, client, api_key)
+    """The backend for ``config``; a managed one publishes its server's state on ``bus``
+    and finds its model with ``models``."""
+    cls = backend_class(config.type)
+    if cls is ManagedLlamaCppBackend:
+        return ManagedLlamaCppBackend(config, client, api_key, bus=bus, models=models)
+    return cls(config, client, api_key)

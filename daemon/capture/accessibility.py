@@ -25,6 +25,9 @@ from anyfill.daemon.errors import CaptureError, SecureField
 log = logging.getLogger("anyfill.capture.atspi")
 
 TIMEOUT_S = 0.3
+FIRST_TIMEOUT_S = 1.0
+"""A process asked for the first time builds its accessibility tree (Qt does it lazily, and
+a busy machine is slow): one longer wait, then the short one once it has answered."""
 MAX_NODES = 400
 """AT-SPI calls are D-Bus round trips: a bounded walk keeps a huge tree from stalling."""
 RETRY_ABSENT_S = 30.0
@@ -53,6 +56,7 @@ class AccessibilityCapture:
         # libatspi is not thread-safe: every call goes through this one thread.
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="anyfill-atspi")
         self._absent: dict[int, float] = {}
+        self._answered: set[int] = set()
         self._connected = False
         self._no_bus = ""
         self._bus_retry_at = 0.0
@@ -67,7 +71,8 @@ class AccessibilityCapture:
         loop = asyncio.get_running_loop()
         try:
             found = await asyncio.wait_for(
-                loop.run_in_executor(self._thread, self._read, target.pid), TIMEOUT_S
+                loop.run_in_executor(self._thread, self._read, target.pid),
+                TIMEOUT_S if target.pid in self._answered else FIRST_TIMEOUT_S,
             )
         except TimeoutError as exc:
             self._absent[target.pid] = time.monotonic() + RETRY_ABSENT_S
@@ -78,6 +83,7 @@ class AccessibilityCapture:
             self._absent[target.pid] = time.monotonic() + RETRY_ABSENT_S
             raise
         self._absent.pop(target.pid, None)
+        self._answered.add(target.pid)
         prefix, suffix, caret = found
         return trimmed(prefix, suffix, target, "accessibility", self._config, caret=caret)
 

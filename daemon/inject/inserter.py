@@ -10,7 +10,7 @@ from anyfill.daemon.apprules import AppSettings
 from anyfill.daemon.desktop import Desktop, Target
 from anyfill.daemon.inject.focus import ensure_focus, ensure_no_new_selection
 from anyfill.daemon.inject.paste import paste
-from anyfill.daemon.inject.policy import Method, choose
+from anyfill.daemon.inject.policy import choose
 
 log = logging.getLogger("anyfill.inject")
 
@@ -22,8 +22,9 @@ class Inserter:
 
     async def insert(
         self, text: str, target: Target, app: AppSettings, *, selection_was_theirs: bool
-    ) -> Method:
-        """Insert ``text`` at the caret of ``target``; FocusChanged if it lost the focus.
+    ) -> str:
+        """Insert ``text`` at the caret of ``target``; the method used (the direct route
+        first, where the desktop has one); FocusChanged if the target lost the focus.
 
         ``selection_was_theirs``: the target owned PRIMARY right after capture (then a
         new selection cannot be told apart, and the selection guard is off).
@@ -36,6 +37,10 @@ class Inserter:
                 ensure_no_new_selection(self._desktop.clipboard, target.window_id)
 
         guard()
+        direct = self._desktop.direct
+        # An app rule asking for typed keys is taken at its word.
+        if direct is not None and app.mode != "type" and await direct.insert(text, target, focus):
+            return direct.name
         method, why = choose(app.mode, text, self._config.type_max_chars)
         if method == "type":
             if await self._desktop.keys.type_text(text):

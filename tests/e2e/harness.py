@@ -117,11 +117,17 @@ class XSession:
             )
         return result.returncode, out.read_text(errors="replace")
 
-    def spawn(self, args: list[str], log_name: str, **kwargs: Any) -> subprocess.Popen[bytes]:
+    def spawn(
+        self,
+        args: list[str],
+        log_name: str,
+        env: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> subprocess.Popen[bytes]:
         with (self.workdir / log_name).open("ab") as log:
             return subprocess.Popen(
                 args,
-                env=self.env,
+                env=env if env is not None else self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -257,14 +263,29 @@ class Outcome:
 
 
 class Daemon:
-    """``anyfill run --headless`` as its own process; outcomes are read from its log."""
+    """``anyfill run --headless`` as its own process; outcomes are read from its log.
 
-    def __init__(self, session: XSession, config: str, name: str = "anyfill") -> None:
+    Each daemon gets its own ``XDG_RUNTIME_DIR`` (its control socket and instance lock), as
+    if it ran for another user session, unless ``runtime_dir`` names a shared one.
+    """
+
+    def __init__(
+        self,
+        session: XSession,
+        config: str,
+        name: str = "anyfill",
+        *,
+        runtime_dir: Path | None = None,
+        wait: bool = True,
+    ) -> None:
         self.session = session
         self.config_path = session.workdir / f"{name}.toml"
         self.config_path.write_text(config)
         self.log_path = session.workdir / f"{name}.out"
         self.log_path.write_bytes(b"")
+        self.runtime_dir = runtime_dir or session.workdir / f"run-{name}"
+        self.runtime_dir.mkdir(mode=0o700, exist_ok=True)
+        self.env = {**session.env, "XDG_RUNTIME_DIR": str(self.runtime_dir)}
         self.process = session.spawn(
             [
                 sys.executable,
@@ -276,10 +297,34 @@ class Daemon:
                 "--headless",
             ],
             self.log_path.name,
+            env=self.env,
         )
+        if wait:
+            self.wait_running()
+
+    def wait_running(self) -> None:
         wait_until(
             lambda: self._check_alive() and "anyfill is running" in self.log(), 20, "anyfill"
         )
+
+    @property
+    def socket_path(self) -> Path:
+        return self.runtime_dir / "anyfill" / "control.sock"
+
+    def cli(self, *args: str, timeout: float = 30) -> tuple[int, str]:
+        """Run ``anyfill ARGS`` as the user would (the installed entry point's code) against
+        this daemon; its exit status and output (stdout and stderr)."""
+        out = self.session.workdir / f"cli-{os.getpid()}.out"
+        with out.open("wb") as stdout:
+            result = subprocess.run(
+                [sys.executable, "-m", "anyfill.daemon.launcher", *args],
+                check=False,
+                env=self.env,
+                stdout=stdout,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+            )
+        return result.returncode, out.read_text(errors="replace")
 
     def _check_alive(self) -> bool:
         if self.process.poll() is not None:

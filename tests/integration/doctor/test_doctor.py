@@ -89,8 +89,10 @@ def test_each_backend_is_checked_and_failures_say_the_fix(config: Path, tmp_path
 def test_desktop_without_display_says_x11_is_needed(config: Path, tmp_path: Path) -> None:
     topics = lines_by_topic(doctor(config, tmp_path).stdout)
     assert topics["desktop"] == ("fail", "DISPLAY is not set: hotkeys need an X11 session")
-    wayland = lines_by_topic(doctor(config, tmp_path, WAYLAND_DISPLAY="wayland-0").stdout)
-    assert "needs Xwayland" in wayland["desktop"][1]
+    gone = str(tmp_path / "wayland-0")
+    wayland = lines_by_topic(doctor(config, tmp_path, WAYLAND_DISPLAY=gone).stdout)
+    assert wayland["desktop"][0] == "fail"
+    assert f"no Wayland display: cannot connect to {gone}" in wayland["desktop"][1]
 
 
 def test_unreachable_display_is_named(config: Path, tmp_path: Path) -> None:
@@ -114,3 +116,24 @@ def test_a_real_display_passes(config: Path, tmp_path: Path) -> None:
     with XSession.start() as session:
         topics = lines_by_topic(doctor(config, tmp_path, DISPLAY=session.display).stdout)
     assert topics["desktop"] == ("ok", f"X display {session.display} with XTEST")
+
+
+def test_daemon_not_running_names_the_socket(config: Path, tmp_path: Path) -> None:
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    topics = lines_by_topic(doctor(config, tmp_path, XDG_RUNTIME_DIR=str(runtime)).stdout)
+    socket = runtime / "anyfill" / "control.sock"
+    assert topics["daemon"] == ("ok", f"not running ('anyfill run' starts it; socket {socket})")
+    assert not (runtime / "anyfill").exists()  # doctor only looks
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a directory to another user needs root")
+def test_a_control_directory_of_another_user_fails(config: Path, tmp_path: Path) -> None:
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    (runtime / "anyfill").mkdir(mode=0o700)
+    os.chown(runtime / "anyfill", 65534, 65534)
+    topics = lines_by_topic(doctor(config, tmp_path, XDG_RUNTIME_DIR=str(runtime)).stdout)
+    status, detail = topics["daemon"]
+    assert status == "fail"
+    assert "belongs to another user (uid 65534)" in detail

@@ -28,9 +28,9 @@ file = false
     [
         ({}, "anyfill: error: no X display: DISPLAY is not set\n"),
         (
-            {"WAYLAND_DISPLAY": "wayland-0"},
-            "anyfill: error: no X display: DISPLAY is not set "
-            "(Wayland sessions need Xwayland and DISPLAY)\n",
+            {"WAYLAND_DISPLAY": "/nonexistent/wayland-0", "XDG_SESSION_TYPE": "wayland"},
+            "anyfill: error: no Wayland display: cannot connect to /nonexistent/wayland-0 "
+            "(No such file or directory)\n",
         ),
     ],
 )
@@ -39,7 +39,11 @@ def test_no_display_is_a_clear_error(
 ) -> None:
     config = tmp_path / "config.toml"
     config.write_text(CONFIG)
-    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE")
+    }
     env.update(extra_env, XDG_STATE_HOME=str(tmp_path))
     result = subprocess.run(
         [sys.executable, "-m", "anyfill.daemon.cli", "--config", str(config), "run", "--headless"],

@@ -6,13 +6,15 @@ from pydantic import ValidationError
 from anyfill.config.model import BackendConfig, Settings
 
 
-def test_defaults_target_local_llamacpp_and_ollama() -> None:
+def test_defaults_try_the_users_servers_then_the_managed_one() -> None:
     settings = Settings()
     assert [(b.name, b.type, b.url) for b in settings.backends] == [
         ("llamacpp", "llamacpp", "http://127.0.0.1:8080"),
         ("ollama", "ollama", "http://127.0.0.1:11434"),
+        ("managed", "llamacpp-managed", "http://127.0.0.1:0"),
     ]
-    assert settings.routing.default == ["llamacpp", "ollama"]
+    assert settings.routing.default == ["llamacpp", "ollama", "managed"]
+    assert settings.backend("managed").model == "qwen2.5-coder-1.5b"
     assert settings.privacy.log_text is False
     assert settings.mqtt.enabled is False
 
@@ -85,3 +87,33 @@ def test_cloud_backends_need_keys_and_name_their_env_var() -> None:
     custom = BackendConfig(name="c", type="anthropic", url="https://h", key_env="MY_KEY")
     assert custom.api_key_env == "MY_KEY"
     assert not BackendConfig(name="l", type="llamacpp", url="http://h").needs_key
+
+
+def test_a_managed_backend_needs_no_url_and_stays_on_loopback() -> None:
+    managed = BackendConfig.model_validate({"name": "m", "type": "llamacpp-managed"})
+    assert managed.url == "http://127.0.0.1:0"  # port 0: a free one at each start
+    fixed = BackendConfig.model_validate(
+        {"name": "m", "type": "llamacpp-managed", "url": "http://127.0.0.1:8091"}
+    )
+    assert fixed.url == "http://127.0.0.1:8091"
+    with pytest.raises(ValidationError, match=r"listens on http://127\.0\.0\.1 only"):
+        BackendConfig.model_validate(
+            {"name": "m", "type": "llamacpp-managed", "url": "http://192.168.1.5:8080"}
+        )
+    with pytest.raises(ValidationError, match="url"):
+        BackendConfig.model_validate({"name": "x", "type": "llamacpp"})  # others still need one
+
+
+def test_a_file_with_its_own_backends_and_no_routing_still_loads() -> None:
+    # Written before the managed backend existed: the default chain must not name it.
+    settings = Settings.model_validate(
+        {"backends": [{"name": "llamacpp", "type": "llamacpp", "url": "http://127.0.0.1:8080"}]}
+    )
+    assert settings.routing.default == ["llamacpp"]
+    with pytest.raises(ValidationError, match="unknown backend"):
+        Settings.model_validate(
+            {
+                "backends": [{"name": "a", "type": "llamacpp", "url": "http://127.0.0.1:8080"}],
+                "routing": {"default": ["a", "managed"]},
+            }
+        )

@@ -88,7 +88,7 @@ def test_toml_syntax_error_names_the_line() -> None:
 
 def test_missing_file_gives_defaults_unless_required(tmp_path: Path) -> None:
     path = tmp_path / "none.toml"
-    assert load_settings(path, environ={}).routing.default == ["llamacpp", "ollama"]
+    assert load_settings(path, environ={}).routing.default == ["llamacpp", "ollama", "managed"]
     with pytest.raises(ConfigError, match="anyfill config init"):
         load_settings(path, environ={}, missing_ok=False)
 

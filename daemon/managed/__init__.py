@@ -1,0 +1,1 @@
+"""anyfill.daemon.managed: the llama-server anyfill runs itself (type ``llamacpp-managed``)."""

@@ -1,0 +1,1 @@
+"""XDG desktop portals over D-Bus (dbus-fast): GlobalShortcuts, RemoteDesktop, Clipboard."""

@@ -1,0 +1,91 @@
+"""What ``anyfill doctor`` says on a Wayland session: the route of each step, and what to
+install or allow for a better one. Read-only: it asks the portal for its interfaces and
+versions, starts no session, shows no dialog."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import socket
+from collections.abc import Mapping
+from typing import Literal
+
+from anyfill.daemon.wayland.compositor import compositor_focus
+from anyfill.daemon.wayland.session import (
+    compositor,
+    display_path,
+    has_data_control,
+    has_virtual_keyboard,
+)
+
+Status = Literal["ok", "warn", "fail"]
+Line = tuple[Status, str, str]
+
+
+async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
+    from anyfill.daemon.wayland.portal.bus import PortalBus, PortalError
+
+    kind = compositor(environ)
+    shortcuts = remote = clipboard_portal = 0
+    try:
+        portal = await PortalBus(environ.get("DBUS_SESSION_BUS_ADDRESS") or None).connect()
+    except PortalError:
+        portal = None
+    if portal is not None:
+        try:
+            shortcuts = await portal.version("org.freedesktop.portal.GlobalShortcuts")
+            remote = await portal.version("org.freedesktop.portal.RemoteDesktop")
+            clipboard_portal = await portal.version("org.freedesktop.portal.Clipboard")
+        finally:
+            portal.close()
+    path = display_path(environ)
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.connect(str(path))
+    except OSError as exc:
+        return [("fail", "desktop", f"no Wayland display: cannot connect to {path} ({exc})")]
+    lines: list[Line] = [("ok", "desktop", f"Wayland session ({kind}), display {path}")]
+    if shortcuts:
+        lines.append(("ok", "hotkeys", "GlobalShortcuts portal; 'anyfill trigger' works too"))
+    else:
+        lines.append(
+            (
+                "warn",
+                "hotkeys",
+                "no GlobalShortcuts portal: bind 'anyfill trigger complete' in your desktop's "
+                "keyboard settings (docs/wayland.md)",
+            )
+        )
+    if importlib.util.find_spec("gi") is None:
+        lines.append(("warn", "insertion", "paste only: install PyGObject for AT-SPI insertion"))
+    else:
+        lines.append(("ok", "insertion", "AT-SPI EditableText first (no keys, no clipboard)"))
+    wl = all(shutil.which(tool) for tool in ("wl-copy", "wl-paste"))
+    if has_data_control(kind) and wl:
+        lines.append(
+            (
+                "ok",
+                "clipboard",
+                "data-control (wl-clipboard); a restore keeps text, or one other format",
+            )
+        )
+    elif clipboard_portal and remote:
+        lines.append(("ok", "clipboard", "Clipboard portal (asks for consent once)"))
+    elif wl:
+        lines.append(("warn", "clipboard", "wl-clipboard without data-control: may flicker"))
+    else:
+        lines.append(("fail", "clipboard", "no route: install wl-clipboard"))
+    if has_virtual_keyboard(kind) and shutil.which("wtype"):
+        lines.append(("ok", "keys", "virtual keyboard (wtype)"))
+    elif remote:
+        lines.append(("ok", "keys", "RemoteDesktop portal (asks for consent once)"))
+    else:
+        hint = "install wtype" if has_virtual_keyboard(kind) else "install xdg-desktop-portal"
+        lines.append(("warn", "keys", f"no key route ({hint}): paste fallback unavailable"))
+    focus = compositor_focus(environ)
+    lines.append(
+        ("ok", "focus guard", focus.name)
+        if focus is not None
+        else ("ok", "focus guard", "AT-SPI's active window")
+    )
+    return lines

@@ -1,0 +1,276 @@
+"""Downloading a model through the real huggingface_hub code from a loopback Hub.
+
+The Hub here (tests/servers/hfhub.py) answers HEAD and ranged GET as the real one does for
+an LFS file. It serves the tests' tiny FIM GGUF when the llama.cpp assets are built, else
+deterministic bytes of about the same size (the wire is the same).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from anyfill.daemon.bus import EventBus
+from anyfill.daemon.models.catalog import CatalogModel
+from anyfill.daemon.models.download import (
+    DownloadError,
+    ModelDownload,
+    download_in_background,
+    download_model,
+)
+from anyfill.daemon.models.store import part_path
+from tests.llm.server import TINY_FIM_MODEL, find_assets
+from tests.servers.hfhub import HfHub, HubFile
+from tests.servers.http import LoopbackServer, RecordedRequest
+
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _payload() -> bytes:
+    assets = find_assets()
+    if assets is not None:
+        return (assets / TINY_FIM_MODEL).read_bytes()
+    return random.Random(7).randbytes(24_000_000)
+
+
+DATA = _payload()
+HUB_FILE = HubFile("anyfill-tests/tiny-fim-GGUF", "tiny-fim.gguf", REVISION, DATA)
+MODEL = CatalogModel(
+    name="tiny-fim",
+    label="tiny FIM test model",
+    repo_id=HUB_FILE.repo_id,
+    filename=HUB_FILE.filename,
+    revision=REVISION,
+    size=len(DATA),
+    sha256=hashlib.sha256(DATA).hexdigest(),
+    license="test",
+    note="",
+)
+
+
+class Hub:
+    """The Hub and its CDN: one responder on two loopback origins."""
+
+    def __init__(self, responder: HfHub, hub: LoopbackServer, cdn: LoopbackServer) -> None:
+        self.responder = responder
+        self.url = hub.url
+        self.hub = hub
+        self.cdn = cdn
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        return sorted([*self.hub.requests, *self.cdn.requests], key=lambda r: r.at)
+
+    def wire(self) -> list[tuple[str, str, str, str]]:
+        return [
+            (
+                r.method,
+                "hub" if r in self.hub.requests else "cdn",
+                r.path,
+                r.headers.get("range", ""),
+            )
+            for r in self.requests
+        ]
+
+
+@pytest.fixture
+def hub() -> Iterator[Hub]:
+    responder = HfHub([HUB_FILE])
+    with LoopbackServer.in_thread(responder) as hub, LoopbackServer.in_thread(responder) as cdn:
+        responder.cdn_url = cdn.url
+        yield Hub(responder, hub, cdn)
+
+
+def test_download_speaks_the_hub_protocol_and_reports_progress(hub: Hub, tmp_path: Path) -> None:
+    server = hub
+    seen: list[tuple[int, int]] = []
+    target = tmp_path / "models" / MODEL.filename
+
+    path = download_model(
+        MODEL, target, endpoint=server.url, progress=lambda d, t: seen.append((d, t))
+    )
+
+    assert path == target
+    assert target.read_bytes() == DATA
+    assert not part_path(target).exists()
+    resolve = f"/{MODEL.repo_id}/resolve/{REVISION}/{MODEL.filename}"
+    assert server.wire() == [
+        ("HEAD", "hub", resolve, ""),
+        ("GET", "cdn", f"/cdn/{MODEL.sha256}", ""),
+    ]
+    head = server.requests[0].headers
+    assert head["accept-encoding"] == "identity"
+    assert "anyfill/" in head["user-agent"]
+    assert "authorization" not in head
+    assert seen[0] == (0, len(DATA))
+    assert seen[-1] == (len(DATA), len(DATA))
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+    assert len(seen) > 2  # it advanced in steps, not only at the end
+
+
+def test_a_dropped_connection_resumes_with_a_range_request(hub: Hub, tmp_path: Path) -> None:
+    responder, server = hub.responder, hub
+    # huggingface_hub keeps what it read in whole 10 MiB pieces: drop after more than one.
+    responder.drop_after = 12_000_000
+    target = tmp_path / MODEL.filename
+
+    download_model(MODEL, target, endpoint=server.url)
+
+    assert target.read_bytes() == DATA
+    gets = [r for r in server.requests if r.method == "GET"]
+    assert len(gets) == 2
+    assert "range" not in gets[0].headers
+    start = int(gets[1].headers["range"].removeprefix("bytes=").removesuffix("-"))
+    assert 0 < start <= 12_000_000
+    assert responder.served_bytes == [12_000_000, len(DATA) - start]
+
+
+class Stop(BaseException):
+    """What a Ctrl+C in the middle of a download looks like to the code."""
+
+
+def test_an_interrupted_download_resumes_in_the_next_run(hub: Hub, tmp_path: Path) -> None:
+    responder, server = hub.responder, hub
+    target = tmp_path / MODEL.filename
+
+    def interrupt(done: int, total: int) -> None:
+        # huggingface_hub reports each 10 MiB piece before writing it: stopping at the
+        # last one keeps the earlier ones on disk.
+        if done >= total:
+            raise Stop
+
+    with pytest.raises(Stop):
+        download_model(MODEL, target, endpoint=server.url, progress=interrupt)
+    kept = part_path(target).stat().st_size
+    assert 0 < kept < len(DATA)
+    assert not target.exists()
+
+    seen: list[int] = []
+    download_model(MODEL, target, endpoint=server.url, progress=lambda d, t: seen.append(d))
+
+    assert target.read_bytes() == DATA
+    assert not part_path(target).exists()
+    last_get = [r for r in server.requests if r.method == "GET"][-1]
+    assert last_get.headers["range"] == f"bytes={kept}-"
+    assert responder.served_bytes[-1] == len(DATA) - kept
+    assert seen[0] == kept
+
+
+def test_a_wrong_checksum_is_refused_and_the_partial_file_removed(hub: Hub, tmp_path: Path) -> None:
+    responder, server = hub.responder, hub
+    corrupt = bytearray(DATA)
+    corrupt[len(corrupt) // 2] ^= 0xFF
+    responder.content = bytes(corrupt)  # a mirror that serves other bytes than it announces
+    target = tmp_path / MODEL.filename
+
+    with pytest.raises(DownloadError, match="SHA-256") as caught:
+        download_model(MODEL, target, endpoint=server.url)
+
+    assert "deleted" in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_hub_announcing_another_file_is_refused_before_downloading(
+    hub: Hub, tmp_path: Path
+) -> None:
+    responder, server = hub.responder, hub
+    responder.announced_sha256 = "f" * 64
+    target = tmp_path / MODEL.filename
+
+    with pytest.raises(DownloadError, match=r"reports SHA-256 f{64}"):
+        download_model(MODEL, target, endpoint=server.url)
+
+    assert [r.method for r in server.requests] == ["HEAD"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_network_is_a_clear_error_and_writes_nothing(refused_url: str, tmp_path: Path) -> None:
+    target = tmp_path / "models" / MODEL.filename
+
+    with pytest.raises(DownloadError, match=r"cannot reach http://127\.0\.0\.1:\d+") as caught:
+        download_model(MODEL, target, endpoint=refused_url)
+
+    assert "check the network" in str(caught.value)
+    assert not target.exists()
+    assert not part_path(target).exists()
+
+
+def test_an_unknown_file_is_named_in_the_error(hub: Hub, tmp_path: Path) -> None:
+    server = hub
+    other = CatalogModel(**{**MODEL.__dict__, "filename": "missing.gguf"})
+
+    with pytest.raises(DownloadError, match=r"refused .*missing\.gguf \(HTTP 404\)"):
+        download_model(other, tmp_path / "missing.gguf", endpoint=server.url)
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_a_background_download_reports_on_the_bus(hub: Hub, tmp_path: Path) -> None:
+    """What the tray listens to while it downloads (the daemon's loop stays free)."""
+    bus = EventBus()
+    events = bus.subscribe(ModelDownload)
+    target = tmp_path / MODEL.filename
+
+    path = await download_in_background(
+        MODEL, target, endpoint=hub.url, publish=bus.publish, step=1
+    )
+
+    assert path == target
+    seen: list[ModelDownload] = []
+    with contextlib.suppress(asyncio.QueueEmpty):
+        while True:
+            seen.append(events.get_nowait())
+    assert seen[-1] == ModelDownload(MODEL.name, "done", len(DATA), len(DATA), path=str(target))
+    running = [e.done for e in seen if e.state == "running"]
+    assert running[0] == 0
+    assert running[-1] == len(DATA)
+    assert seen[0].topic == "state/models/tiny-fim/download"
+
+
+async def test_a_failed_background_download_says_why_on_the_bus(
+    refused_url: str, tmp_path: Path
+) -> None:
+    bus = EventBus()
+    events = bus.subscribe(ModelDownload)
+    with pytest.raises(DownloadError):
+        await download_in_background(
+            MODEL, tmp_path / MODEL.filename, endpoint=refused_url, publish=bus.publish
+        )
+    event = events.get_nowait()
+    assert event.state == "failed"
+    assert "cannot reach" in event.error
+
+
+def test_a_file_larger_than_the_free_space_is_refused_before_downloading(
+    hub: Hub, tmp_path: Path
+) -> None:
+    huge = 10**18  # more than any disk has free
+    hub.responder.announced_size = huge
+    model = CatalogModel(**{**MODEL.__dict__, "size": huge})
+
+    with pytest.raises(DownloadError, match=r"needs 1000000\.0 TB more in .* free"):
+        download_model(model, tmp_path / MODEL.filename, endpoint=hub.url)
+
+    assert [r.method for r in hub.requests] == ["HEAD"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_second_download_of_the_same_file_is_refused_while_one_runs(
+    hub: Hub, tmp_path: Path
+) -> None:
+    import fcntl
+
+    target = tmp_path / MODEL.filename
+    with (tmp_path / (MODEL.filename + ".lock")).open("w") as running:
+        fcntl.flock(running, fcntl.LOCK_EX)  # what a download in another process holds
+        with pytest.raises(DownloadError, match="already being downloaded"):
+            download_model(MODEL, target, endpoint=hub.url)
+    assert hub.requests == []
+    download_model(MODEL, target, endpoint=hub.url)  # once it is over, it goes through
+    assert target.read_bytes() == DATA
+    assert sorted(p.name for p in tmp_path.iterdir()) == [MODEL.filename]
