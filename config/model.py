@@ -248,6 +248,18 @@ class HotkeysConfig(Section):
     def _valid(cls, value: str) -> str:
         return _check_hotkey(value)
 
+    @model_validator(mode="after")
+    def _distinct(self) -> HotkeysConfig:
+        # Modifiers may come in any order: one set of parts is one combination.
+        seen: dict[frozenset[str], str] = {}
+        for action in ("complete", "preview", "cancel"):
+            value: str = getattr(self, action)
+            combination = frozenset(value.split("+"))
+            if combination in seen:
+                raise ValueError(f"{action} and {seen[combination]} are both {value}")
+            seen[combination] = action
+        return self
+
 
 CaptureStrategy = Literal["accessibility", "keyboard", "clipboard"]
 
@@ -274,16 +286,22 @@ InsertMode = Literal["paste", "type", "preview"]
 
 
 class AppRule(Section):
-    """Settings for applications whose window class or process name matches ``match``."""
+    """Settings for the windows a rule matches: its class (``match``) and/or its title."""
 
-    match: str = Field(description="Regular expression matched against WM_CLASS or process name.")
+    match: str = Field(
+        "", description="Regular expression searched in WM_CLASS or the process name."
+    )
+    title: str = Field("", description="Regular expression searched in the window title.")
     disabled: bool = False
     mode: InsertMode | None = None
     capture: list[CaptureStrategy] | None = None
     paste_keys: str | None = None
     copy_keys: str | None = None
+    backends: list[str] | None = Field(
+        None, description="Backends tried for this application instead of routing.default."
+    )
 
-    @field_validator("match")
+    @field_validator("match", "title")
     @classmethod
     def _regex(cls, value: str) -> str:
         try:
@@ -291,6 +309,12 @@ class AppRule(Section):
         except re.error as exc:
             raise ValueError(f"not a regular expression: {exc}") from exc
         return value
+
+    @model_validator(mode="after")
+    def _matches_something(self) -> AppRule:
+        if not self.match and not self.title:
+            raise ValueError("a rule needs a window class pattern (match), a title, or both")
+        return self
 
     @field_validator("paste_keys", "copy_keys")
     @classmethod
@@ -504,6 +528,13 @@ class Settings(Section):
                 f"routing.default names unknown backend(s) {', '.join(unknown)}; "
                 f"defined: {', '.join(names) or 'none'}"
             )
+        for rule in self.insert.apps:
+            unknown = [name for name in rule.backends or () if name not in names]
+            if unknown:
+                raise ValueError(
+                    f"the app rule {rule.match or rule.title!r} names unknown backend(s) "
+                    f"{', '.join(unknown)}; defined: {', '.join(names) or 'none'}"
+                )
         return self
 
     def backend(self, name: str) -> BackendConfig:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from anyfill.config.model import BackendConfig
 from anyfill.daemon.errors import ConfigError, NeedsKeyError
@@ -15,7 +16,10 @@ BROKER_PASSWORD_ENV = "ANYFILL_MQTT_PASSWORD"
 __all__ = [
     "BROKER_PASSWORD_ENV",
     "KEYRING_SERVICE",
+    "KeyStatus",
     "delete_api_key",
+    "key_status",
+    "move_api_key",
     "resolve_api_key",
     "resolve_broker_password",
     "store_api_key",
@@ -80,6 +84,54 @@ def delete_api_key(name: str) -> bool:
     except keyring.errors.KeyringError as exc:
         raise ConfigError(f"the system keyring failed: {exc}") from exc
     return True
+
+
+def move_api_key(old_name: str, new_name: str) -> bool:
+    """A renamed backend keeps its key: move the keyring entry unless the new name has one."""
+    key = _keyring_get(old_name)
+    if not key or _keyring_get(new_name):
+        return False
+    store_api_key(new_name, key)
+    delete_api_key(old_name)
+    return True
+
+
+@dataclass(frozen=True)
+class KeyStatus:
+    """Where a backend's key would come from, for the settings panel; never the key itself."""
+
+    in_keyring: bool
+    env_var: str
+    """The environment variable consulted ('' when the type has none)."""
+    env_set: bool
+    keyring_error: str = ""
+    """Why the keyring could not be asked (no keyring daemon), '' when it answered."""
+
+    def describe(self) -> str:
+        if self.in_keyring:
+            text = "a key is stored in the system keyring"
+            if self.env_set:
+                text += f" (it takes precedence over ${self.env_var})"
+            return text
+        if self.env_set:
+            return f"the key comes from the environment variable ${self.env_var}"
+        if self.keyring_error:
+            return f"the system keyring is unavailable ({self.keyring_error})"
+        return "no key stored" + (f" and ${self.env_var} is not set" if self.env_var else "")
+
+
+def key_status(backend: BackendConfig, environ: Mapping[str, str] | None = None) -> KeyStatus:
+    import keyring
+    import keyring.errors
+
+    environ = os.environ if environ is None else environ
+    env_var = backend.api_key_env
+    env_set = bool(env_var and environ.get(env_var))
+    try:
+        stored = keyring.get_password(KEYRING_SERVICE, backend.name)
+    except keyring.errors.KeyringError as exc:
+        return KeyStatus(False, env_var, env_set, keyring_error=str(exc) or type(exc).__name__)
+    return KeyStatus(bool(stored), env_var, env_set)
 
 
 def resolve_broker_password(key_name: str, environ: Mapping[str, str] | None = None) -> str | None:

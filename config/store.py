@@ -146,7 +146,7 @@ def parse_settings(
         return Settings.model_validate(data)
     except ValidationError as exc:
         problems = [
-            _problem_from_error(error, text, overrides) for error in exc.errors(include_url=False)
+            problem_from_error(error, text, overrides) for error in exc.errors(include_url=False)
         ]
         raise InvalidConfig(path, _unique(problems)) from exc
 
@@ -161,7 +161,7 @@ def _unique(problems: Iterable[ConfigProblem]) -> list[ConfigProblem]:
     return sorted(result, key=lambda problem: (problem.line or 0, problem.key))
 
 
-def _problem_from_error(
+def problem_from_error(
     error: Mapping[str, Any], text: str, overrides: Mapping[tuple[str | int, ...], str]
 ) -> ConfigProblem:
     loc: tuple[str | int, ...] = tuple(error.get("loc", ()))

@@ -9,13 +9,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import Any
 
 from anyfill.config.model import CaptureStrategy, Settings
+from anyfill.config.store import default_config_path
+from anyfill.daemon.bus import EventBus
 from anyfill.daemon.capture.accessibility import AccessibilityCapture
 from anyfill.daemon.capture.base import Strategy
 from anyfill.daemon.capture.clipboard_mode import ClipboardCapture
@@ -24,18 +28,20 @@ from anyfill.daemon.completion import Completer
 from anyfill.daemon.control.builtins import DaemonControl, install_builtins
 from anyfill.daemon.control.commands import Commands
 from anyfill.daemon.control.server import ControlServer
+from anyfill.daemon.core import Core
 from anyfill.daemon.desktop import Desktop
 from anyfill.daemon.errors import DesktopUnavailable
 from anyfill.daemon.heap import freeze_startup_objects
 from anyfill.daemon.hotkeys import Action, bindings_from
 from anyfill.daemon.log import setup_logging
 from anyfill.daemon.pipeline import Pipeline
+from anyfill.daemon.reload import ConfigWatcher, Reloader, SwappableCompleter
 from anyfill.daemon.waiting import first_set
 
 log = logging.getLogger("anyfill.app")
 
-CompleterFactory = Callable[[Settings], Any]
-"""Builds an async context manager that is (or yields) a Completer."""
+CompleterFactory = Callable[[Settings, EventBus], Any]
+"""Builds an async context manager that is (or yields) a Completer publishing on the bus."""
 
 
 def open_desktop(
@@ -78,18 +84,22 @@ def capture_strategies(desktop: Desktop, settings: Settings) -> dict[CaptureStra
     return strategies
 
 
-def default_completer(settings: Settings) -> Any:
-    from anyfill.daemon.bus import EventBus
+def default_completer(settings: Settings, bus: EventBus | None = None) -> Any:
     from anyfill.daemon.engine import Engine
     from anyfill.daemon.scheduler.attempt_log import log_attempts
 
-    bus = EventBus()  # the scheduler's metrics and cooldowns; the tray and MQTT will listen too
-    log_attempts(bus)
+    if bus is None:  # metrics and cooldowns for the tray, MQTT; the daemon's bus logs already
+        bus = EventBus()
+        log_attempts(bus)
     return Engine(settings, bus=bus)
 
 
 def start_mqtt(
-    settings: Settings, completer: Completer, trigger: Callable[[Action], None] | None
+    settings: Settings,
+    completer: Completer,
+    trigger: Callable[[Action], None] | None,
+    *,
+    bus: EventBus | None = None,
 ) -> asyncio.Task[None] | None:
     """With ``[mqtt]`` enabled, the node's status, events and request API on the broker
     (``anyfill.daemon.mqtt.node``); it reconnects by itself and never stops the daemon."""
@@ -102,9 +112,10 @@ def start_mqtt(
         if trigger is not None and action in ("complete", "preview"):
             trigger("complete" if action == "complete" else "preview")
 
-    bus = getattr(completer, "bus", None)
-    backends = getattr(completer, "backends", {})
-    unusable = getattr(completer, "unusable", {})
+    engine = getattr(completer, "current", completer)  # a swappable completer's engine
+    bus = bus if bus is not None else getattr(engine, "bus", None)
+    backends = getattr(engine, "backends", {})
+    unusable = getattr(engine, "unusable", {})
     bridge = NodeBridge(
         completer,
         settings,
@@ -116,6 +127,13 @@ def start_mqtt(
         version=_version(),
     )
     return asyncio.get_running_loop().create_task(bridge.run(), name="mqtt-node")
+
+
+async def _stop(task: asyncio.Task[None] | None) -> None:
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def _version() -> str:
@@ -131,87 +149,199 @@ async def serve(
     settings: Settings,
     stop: asyncio.Event,
     completer_factory: CompleterFactory = default_completer,
+    config_path: Path | None = None,
     *,
     commands: Commands | None = None,
     control_socket: str | None = None,
 ) -> None:
-    """Run until ``stop`` is set.
+    """Run headless until ``stop`` is set."""
+    core = Core(settings, EventBus(), config_path=config_path)
+    await serve_core(
+        core,
+        stop,
+        completer_factory=completer_factory,
+        commands=commands,
+        control_socket=control_socket,
+    )
+
+
+async def serve_core(
+    core: Core,
+    stop: asyncio.Event,
+    ready: Callable[[], None] | None = None,
+    *,
+    completer_factory: CompleterFactory = default_completer,
+    commands: Commands | None = None,
+    control_socket: str | None = None,
+) -> None:
+    """Run the desktop path around ``core`` until ``stop`` is set; ``ready`` is called once
+    the hotkeys are grabbed and the backends built.
 
     ``commands``: the control socket's registry, for a layer (the tray) that adds its own
     commands; the built-in ones are added here. ``control_socket``: its path (default
-    ``$XDG_RUNTIME_DIR/anyfill/control.sock``).
+    ``$XDG_RUNTIME_DIR/anyfill/control.sock``). ``core.config_path`` is watched: a new valid
+    version of the file is applied while running (:mod:`anyfill.daemon.reload`).
     """
+    settings = core.settings
     pipelines: list[Pipeline] = []
 
     def on_trigger(action: Action) -> None:
+        if core.paused and action != "cancel":
+            log.info("paused: the %s hotkey starts nothing (resume from the tray)", action)
+            return
         for pipeline in pipelines:
             pipeline.trigger(action)
 
+    from anyfill.daemon.scheduler.attempt_log import log_attempts
+
+    log_attempts(core.bus)
     commands = commands if commands is not None else Commands()
     # Bound first: a live daemon on the socket stops us before we grab its hotkeys.
     async with (
         ControlServer(commands, control_socket) as control,
         open_desktop(settings, on_trigger) as desktop,
+        SwappableCompleter(completer_factory, core.bus) as completer,
     ):
-        manager = completer_factory(settings)
-        async with manager as entered:
-            completer: Completer = entered if entered is not None else manager
-            starting = _start_managed_servers(completer, settings)
-            pipeline = Pipeline(desktop, completer, settings, capture_strategies(desktop, settings))
-            pipelines.append(pipeline)
-            install_builtins(
-                commands, DaemonControl(settings, pipeline, on_trigger, desktop=desktop_kind())
+        await completer.start(settings)
+        # Managed llama-servers start in the background, for the first engine and each new one.
+        starting: list[asyncio.Task[None]] = []
+        _start_managed_servers(completer.current, settings, starting)
+        pipeline = Pipeline(
+            desktop, completer, settings, capture_strategies(desktop, settings), bus=core.bus
+        )
+        pipelines.append(pipeline)
+        core.pipeline = pipeline
+        daemon_control = DaemonControl(settings, pipeline, on_trigger, desktop=desktop_kind())
+        install_builtins(commands, daemon_control)
+
+        async def apply(old: Settings, new: Settings) -> list[str]:
+            engine_before = completer.current
+            notes = await apply_settings(
+                core=core, desktop=desktop, completer=completer, pipeline=pipeline, old=old, new=new
             )
-            await control.start_serving()
-            bridge = start_mqtt(settings, completer, on_trigger)
-            freeze_startup_objects()
+            if completer.current is not engine_before:
+                _start_managed_servers(completer.current, new, starting)
+            daemon_control.settings = new  # `anyfill status` shows what is in force
+            return notes
+
+        path = core.config_path or default_config_path()
+        reloader = Reloader(path, settings, apply, core.bus, check=check_hotkeys)
+        # `anyfill status` names a broken file until it is fixed (the tray shows it too).
+        commands.add_status_section(
+            "config",
+            lambda: "; ".join(reloader.rejected) if reloader.rejected else f"{path}: in force",
+        )
+        await control.start_serving()
+        bridge = start_mqtt(settings, completer, on_trigger, bus=core.bus)
+        freeze_startup_objects()
+        async with ConfigWatcher(path, reloader.on_text):
             chain = ", ".join(settings.routing.default)
             log.info("anyfill is running; backends in order: %s", chain)
+            if ready is not None:
+                ready()
             try:
                 await first_set(stop, desktop.lost)
             finally:
                 pipelines.clear()
-                if bridge is not None:
-                    bridge.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await bridge
+                await _stop(bridge)
+                core.pipeline = None
                 await pipeline.aclose()
-                if starting is not None:
-                    starting.cancel()
-            if desktop.lost.is_set() and not stop.is_set():
-                raise DesktopUnavailable("the connection to the display was lost")
+                for task in starting:
+                    task.cancel()
+        if desktop.lost.is_set() and not stop.is_set():
+            raise DesktopUnavailable("the connection to the display was lost")
     log.info("anyfill stopped")
 
 
-def _start_managed_servers(completer: object, settings: Settings) -> asyncio.Task[None] | None:
+def _start_managed_servers(
+    completer: object, settings: Settings, tasks: list[asyncio.Task[None]]
+) -> None:
     """Start the managed llama-servers in the background, so the first completion finds the
     model loaded (the engine stops them when it closes)."""
     backends = getattr(completer, "backends", None)
     if not backends:
-        return None
+        return
     from anyfill.daemon.managed.prestart import start_managed_servers
 
-    return asyncio.create_task(start_managed_servers(backends, settings), name="managed-start")
+    tasks[:] = [task for task in tasks if not task.done()]
+    tasks.append(
+        asyncio.create_task(start_managed_servers(backends, settings), name="managed-start")
+    )
 
 
-def run_daemon(settings: Settings, *, headless: bool, debug: bool = False) -> None:
-    path = setup_logging(
-        level="DEBUG" if debug else settings.logging.level,
+def check_hotkeys(settings: Settings) -> None:
+    """What the models cannot see: two actions on one combination (raises ConfigError)."""
+    bindings_from(settings.hotkeys.complete, settings.hotkeys.preview, settings.hotkeys.cancel)
+
+
+async def apply_settings(
+    *,
+    core: Core,
+    desktop: Desktop,
+    completer: SwappableCompleter,
+    pipeline: Pipeline,
+    old: Settings,
+    new: Settings,
+) -> list[str]:
+    """Put ``new`` in force while running; returns what could not be applied as written."""
+    notes: list[str] = []
+    # First what may fail (building clients): a failure then leaves the old settings whole.
+    if (new.backends, new.routing, new.completion) != (old.backends, old.routing, old.completion):
+        await completer.replace(new)  # requests in flight finish on the old backends
+    if new.hotkeys != old.hotkeys and desktop.hotkeys is None:
+        # e.g. Wayland's GlobalShortcuts portal: the desktop holds them, not anyfill.
+        notes = ["the hotkeys cannot change while anyfill runs here: restart it to use them"]
+        log.warning("%s", notes[0])
+    elif new.hotkeys != old.hotkeys and desktop.hotkeys is not None:
+        notes = desktop.hotkeys.rebind(
+            bindings_from(new.hotkeys.complete, new.hotkeys.preview, new.hotkeys.cancel)
+        )
+        # The settings in force say which combinations are really grabbed.
+        for action, hotkey in desktop.hotkeys.in_force().items():
+            setattr(new.hotkeys, action, str(hotkey))
+    pipeline.apply(new, capture_strategies(desktop, new))
+    if (new.logging, new.privacy.log_text) != (old.logging, old.privacy.log_text):
+        configure_logging(new)
+    core.settings = new
+    core.announce()
+    return notes
+
+
+def configure_logging(settings: Settings) -> Path | None:
+    """The log as ``[logging]`` and ``privacy.log_text`` say (``--debug`` keeps DEBUG)."""
+    return setup_logging(
+        level="DEBUG" if _debug else settings.logging.level,
         to_file=settings.logging.file,
         max_bytes=settings.logging.max_bytes,
         backups=settings.logging.backups,
         log_text=settings.privacy.log_text,
     )
+
+
+_debug = False
+"""``anyfill --debug``: DEBUG logs whatever the file says, also after a reload."""
+
+
+def run_daemon(
+    settings: Settings, *, headless: bool, debug: bool = False, config_path: Path | None = None
+) -> None:
+    global _debug  # noqa: PLW0603 - one process-wide switch from the command line
+    _debug = debug
+    if config_path is not None:
+        # Every part that asks for the default path (the tray's core, a settings panel it
+        # starts) then watches and edits the file this daemon was started with.
+        os.environ["ANYFILL_CONFIG"] = str(config_path)
+    path = configure_logging(settings)
     if path:
         log.info("logging to %s", path)
     if not headless:
         log.warning("the tray is not available yet; running headless")
-    asyncio.run(_main(settings))
+    asyncio.run(_main(settings, config_path))
 
 
-async def _main(settings: Settings) -> None:
+async def _main(settings: Settings, config_path: Path | None = None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await serve(settings, stop)
+    await serve(settings, stop, config_path=config_path)

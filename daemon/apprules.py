@@ -1,7 +1,8 @@
 """Per-application settings: the first ``[[insert.apps]]`` rule whose pattern matches wins.
 
-A rule matches when its regular expression matches (``re.search``) the window class,
-the window instance or the process name. Unset fields of the rule fall back to the
+A rule matches when its class pattern (``match``) is found (``re.search``) in the window
+class, the window instance or the process name, and its ``title`` pattern in the window
+title; an empty pattern matches every window. Unset fields of the rule fall back to the
 global ``[insert]`` / ``[capture]`` settings.
 """
 
@@ -23,6 +24,8 @@ class AppSettings:
     capture: tuple[CaptureStrategy, ...]
     paste_keys: str
     copy_keys: str
+    backends: tuple[str, ...]
+    """The backend chain for this app; empty: ``routing.default``."""
     rule: str
     """The pattern of the rule that matched ('' when none did), for logs and messages."""
 
@@ -37,13 +40,16 @@ def resolve(
         capture=tuple(rule.capture if rule and rule.capture else default_capture),
         paste_keys=(rule.paste_keys if rule and rule.paste_keys else insert.paste_keys),
         copy_keys=(rule.copy_keys if rule and rule.copy_keys else insert.copy_keys),
-        rule=rule.match if rule else "",
+        backends=tuple(rule.backends or ()) if rule else (),
+        rule=(rule.match or f"title {rule.title}") if rule else "",
     )
 
 
 def matching_rule(target: Target, rules: list[AppRule]) -> AppRule | None:
     for rule in rules:
-        pattern = re.compile(rule.match)
-        if any(pattern.search(name) for name in target.names):
-            return rule
+        if rule.match and not any(re.search(rule.match, name) for name in target.names):
+            continue
+        if rule.title and not re.search(rule.title, target.title):
+            continue
+        return rule
     return None

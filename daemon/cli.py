@@ -89,7 +89,12 @@ def run(state: CliState, headless: bool) -> None:
             from anyfill.daemon.models.commands import offer_download
 
             offer_download(settings)
-        run_daemon(settings, headless=headless, debug=state.debug)
+        run_daemon(
+            settings,
+            headless=headless,
+            debug=state.debug,
+            config_path=state.resolved_config_path(),
+        )
 
 
 @cli.command()
@@ -138,6 +143,45 @@ def resume() -> None:
 
     call("resume")
     click.echo("anyfill is resumed")
+
+
+@cli.command("settings")
+@pass_state
+def settings_cmd(state: CliState) -> int:
+    """Open the settings panel; a running anyfill applies what you save at once."""
+    from importlib.metadata import entry_points
+
+    if _tray_shows_settings():
+        click.echo("the running anyfill opened its settings window")
+        return EXIT_OK
+
+    # The panel is Qt (anyfill.ui): found through its entry point, the core never imports Qt.
+    from anyfill.config.model import Settings
+    from anyfill.config.store import InvalidConfig
+
+    try:
+        settings = state.settings()
+    except InvalidConfig:
+        settings = Settings()  # the panel reads the file itself and shows its problems
+    for entry in entry_points(group="anyfill.frontends", name="settings"):
+        frontend: Callable[[Settings, Path], int] = entry.load()
+        return frontend(settings, state.resolved_config_path())
+    raise click.ClickException("the settings panel is not installed (anyfill.ui, PySide6)")
+
+
+def _tray_shows_settings() -> bool:
+    """A running tray has the one settings window (and the bridge its Test runs on): ask it
+    to show it rather than open a second panel."""
+    from anyfill.daemon.control.client import call
+    from anyfill.daemon.errors import ControlError
+
+    try:
+        if "show-settings" not in call("ping").get("commands", ()):
+            return False
+        call("show-settings")
+    except ControlError:  # none running, or it refused: open the panel here
+        return False
+    return True
 
 
 def _not_yet(command: str, issue: str) -> NoReturn:

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from anyfill.daemon.hotkeys import Action, Hotkey
 
 Which = Literal["clipboard", "primary"]
 """``primary`` is X11's middle-click selection; platforms without one ignore it."""
@@ -151,6 +154,15 @@ class Windows(Protocol):
         ...
 
 
+class HotkeyGrabs(Protocol):
+    def rebind(self, bindings: Mapping[Action, Hotkey]) -> list[str]:
+        """Take the changed combinations, release the old ones; a taken new combination
+        keeps the old one. Returns a sentence per combination that could not be taken."""
+        ...
+
+    def in_force(self) -> dict[Action, Hotkey]: ...
+
+
 class DirectInsert(Protocol):
     """Insertion that needs neither keys nor the clipboard (an accessibility API)."""
 
@@ -172,5 +184,7 @@ class Desktop:
     windows: Windows
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the connection to the display broke: the daemon cannot go on."""
+    hotkeys: HotkeyGrabs | None = None
+    """The live hotkey grabs, when the platform can change them while running."""
     direct: DirectInsert | None = None
     """Tried before any paste where the platform has it (Wayland: AT-SPI EditableText)."""

@@ -19,6 +19,8 @@ from typing import Literal, TypeVar
 
 from anyfill.config.model import CaptureStrategy, Settings
 from anyfill.daemon import apprules
+from anyfill.daemon.bus import EventBus
+from anyfill.daemon.bus.status import PressFinished, PressStarted
 from anyfill.daemon.capture.base import Captured, Strategy, capture
 from anyfill.daemon.completion import Completer, Completion, CompletionRequest
 from anyfill.daemon.desktop import ClipSnapshot, Desktop, Target
@@ -47,6 +49,7 @@ class Outcome:
     ms: float = 0.0
     capture: str = ""
     """The strategy that read the text around the caret."""
+    backend: str = ""
     finished: float = field(default_factory=time.time)
     """Wall-clock time (``time.time()``) the press ended."""
 
@@ -58,8 +61,12 @@ class Pipeline:
         completer: Completer,
         settings: Settings,
         strategies: Mapping[CaptureStrategy, Strategy],
+        *,
+        bus: EventBus | None = None,
     ) -> None:
         self._desktop = desktop
+        self._bus = bus
+        self._presses = 0
         self._completer = completer
         self._settings = settings
         self._strategies = strategies
@@ -80,6 +87,23 @@ class Pipeline:
     def busy(self) -> bool:
         return self._current is not None and not self._current.done()
 
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    def apply(
+        self,
+        settings: Settings,
+        strategies: Mapping[CaptureStrategy, Strategy],
+    ) -> None:
+        """New settings (capture, insert, app rules) from the next press on."""
+        self._settings = settings
+        self._strategies = strategies
+        self._inserter = Inserter(self._desktop, settings.insert)
+        size = max(settings.ui.history_size, 1)
+        if size != self.history.maxlen:
+            self.history = deque(self.history, maxlen=size)
+
     def trigger(self, action: Action) -> None:
         """Called on the loop thread for each hotkey press."""
         log.debug("hotkey: %s", action)
@@ -93,9 +117,12 @@ class Pipeline:
         if previous is not None and not previous.done():
             log.info("a newer hotkey press supersedes the running completion")
             self.cancel()
+        self._presses += 1
         self._current = asyncio.get_running_loop().create_task(
-            self._run(action, previous, time.monotonic()), name=f"anyfill-{action}"
+            self._run(action, previous, time.monotonic(), self._presses), name=f"anyfill-{action}"
         )
+        if self._bus is not None:
+            self._bus.publish(PressStarted(self._presses, action))
 
     def cancel(self) -> None:
         task = self._current
@@ -111,7 +138,7 @@ class Pipeline:
                 await self._current
 
     async def _run(
-        self, action: Action, previous: asyncio.Task[Outcome] | None, started: float
+        self, action: Action, previous: asyncio.Task[Outcome] | None, started: float, press: int
     ) -> Outcome:
         if previous is not None:
             # Let the superseded press finish any capture or insertion it is inside.
@@ -119,16 +146,18 @@ class Pipeline:
         try:
             outcome = await self._press(action, started)
         except asyncio.CancelledError:
-            self._record(Outcome(action, "cancelled", "cancelled", ms=_ms(started)))
+            self._record(Outcome(action, "cancelled", "cancelled", ms=_ms(started)), press)
             raise
         except Exception as exc:  # a bug or a broken connection: log it, keep serving
             log.exception("the completion failed unexpectedly")
             outcome = Outcome(action, "failed", f"internal error: {exc}", ms=_ms(started))
-        self._record(outcome)
+        self._record(outcome, press)
         return outcome
 
-    def _record(self, outcome: Outcome) -> None:
+    def _record(self, outcome: Outcome, press: int = 0) -> None:
         self.history.append(outcome)
+        if self._bus is not None:
+            self._bus.publish(finished_event(outcome, press))
         level = logging.INFO if outcome.status in ("inserted", "clipboard") else logging.WARNING
         log.log(
             level,
@@ -143,7 +172,9 @@ class Pipeline:
         )
 
     async def _press(self, action: Action, started: float) -> Outcome:
+        # One press runs on the settings it started with; a reload applies from the next.
         desktop, settings = self._desktop, self._settings
+        strategies, inserter = self._strategies, self._inserter
         timeout = settings.hotkeys.modifier_release_timeout_ms / 1000
         if not await desktop.keys.wait_released(timeout):
             return Outcome(action, "failed", "keys were still held; release them and try again")
@@ -160,13 +191,13 @@ class Pipeline:
         if action == "preview":
             log.info("no preview window in headless mode; inserting directly")
         try:
-            captured = await _uninterrupted(capture(target, app, self._strategies))
+            captured = await _uninterrupted(capture(target, app, strategies))
             # Keyboard capture always hands PRIMARY back; other strategies leave it alone,
             # and a PRIMARY the app already owned cannot reveal a new selection.
             theirs = captured.context.method != "keyboard" and (
                 desktop.clipboard.owned_by_program_of("primary", target.window_id)
             )
-            request = CompletionRequest(context=captured.context)
+            request = CompletionRequest(context=captured.context, backends=app.backends)
             self._request_id = request.id
             log.debug(
                 "request %s: prefix %s, suffix %s",
@@ -189,8 +220,9 @@ class Pipeline:
             captured=captured,
             theirs=theirs,
             completion=completion,
+            inserter=inserter,
         )
-        return replace(outcome, capture=captured.context.method)
+        return replace(outcome, capture=captured.context.method, backend=completion.backend)
 
     async def _deliver(
         self,
@@ -202,6 +234,7 @@ class Pipeline:
         captured: Captured,
         theirs: bool,
         completion: Completion,
+        inserter: Inserter,
     ) -> Outcome:
         middle = completion.middle
         if not middle:
@@ -211,7 +244,7 @@ class Pipeline:
             return Outcome(action, "clipboard", "", target.app, middle, "clipboard", _ms(started))
         try:
             method = await _uninterrupted(
-                self._inserter.insert(middle, target, app, selection_was_theirs=theirs)
+                inserter.insert(middle, target, app, selection_was_theirs=theirs)
             )
         except FocusChanged as exc:
             return Outcome(action, "kept", str(exc), target.app, middle, ms=_ms(started))
@@ -241,6 +274,21 @@ async def _uninterrupted(step: Awaitable[T]) -> T:
         if not task.cancelled() and task.exception() is not None:
             log.warning("a step finished with an error while cancelling: %s", task.exception())
         raise
+
+
+def finished_event(outcome: Outcome, press: int) -> PressFinished:
+    return PressFinished(
+        press_id=press,
+        action=outcome.action,
+        status=outcome.status,
+        reason=outcome.reason,
+        app=outcome.app,
+        middle=outcome.middle,
+        method=outcome.method,
+        ms=outcome.ms,
+        backend=outcome.backend,
+        at=time.time(),
+    )
 
 
 def _ms(started: float) -> float:

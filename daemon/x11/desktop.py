@@ -34,10 +34,12 @@ class X11Desktop:
             await stack.enter_async_context(self._conn)
             keys = X11Keys(self._conn)
             clipboard = X11Clipboard(self._conn)
-            desktop = Desktop(keys, clipboard, X11Windows(self._conn), lost=self._conn.lost)
             stack.push_async_callback(self._hand_over, clipboard)
-            await stack.enter_async_context(
+            hotkeys = await stack.enter_async_context(
                 X11Hotkeys(self._conn, keys, self._bindings, self._on_trigger)
+            )
+            desktop = Desktop(
+                keys, clipboard, X11Windows(self._conn), lost=self._conn.lost, hotkeys=hotkeys
             )
             self._stack = stack.pop_all()
         return desktop

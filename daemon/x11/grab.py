@@ -37,6 +37,8 @@ class X11Hotkeys:
         self._relevant = 0
         self._lock_variants: list[int] = []
         """Caps Lock / Num Lock states grabbed along with each combination."""
+        self._in_force: dict[Action, tuple[Hotkey, tuple[int, int]]] = {}
+        self._masks: dict[str, int] = {}
         self._last_release: dict[int, int] = {}
         self._unsubscribe: list[Callable[[], None]] = []
 
@@ -59,36 +61,19 @@ class X11Hotkeys:
         return masks
 
     async def __aenter__(self) -> X11Hotkeys:
-        from Xlib import X, error
+        from Xlib import X
 
         masks = self._modifier_masks()
         self._relevant = masks["ctrl"] | masks["shift"] | masks["alt"] | masks["cmd"]
         numlock = masks["numlock"]
         self._lock_variants = [0, X.LockMask, numlock, X.LockMask | numlock]
-        root = self._conn.root
+        self._masks = masks
         for action, hotkey in self._bindings.items():
-            if {"ctrl", "alt"} <= set(hotkey.modifiers) and hotkey.key[1:].isdigit():
-                # XKB maps Ctrl+Alt+F<n> to a server action (switch VT): never delivered.
-                log.warning("hotkey %s (%s) is the X server's VT switch key", hotkey, action)
-            modifiers = 0
-            for mod in hotkey.modifiers:
-                modifiers |= masks[mod]
-            keycode = self._keys.keycode(hotkey.key)
-            catch = error.CatchError(error.BadAccess)
-            for extra in self._lock_variants:
-                root.grab_key(
-                    keycode, modifiers | extra, False, X.GrabModeAsync, X.GrabModeAsync, catch
-                )
-            self._conn.display.sync()
-            if catch.get_error():
-                self._ungrab(keycode, modifiers)
+            if not self._take(action, hotkey):
                 message = f"hotkey {hotkey} ({action}) is taken by another program"
                 if action == "complete":
                     raise DesktopUnavailable(f"{message}; choose another in [hotkeys]")
                 log.warning("%s; it is disabled", message)
-                continue
-            self._grabs[(keycode, modifiers)] = action
-            log.info("hotkey %s: %s", hotkey, action)
         self._unsubscribe = [
             self._conn.on(X.KeyPress, self._on_press),
             self._conn.on(X.KeyRelease, self._on_release),
@@ -109,7 +94,62 @@ class X11Hotkeys:
         for keycode, modifiers in self._grabs:
             self._ungrab(keycode, modifiers)
         self._grabs.clear()
+        self._in_force.clear()
         self._conn.flush()
+
+    def _take(self, action: Action, hotkey: Hotkey) -> bool:
+        """Grab ``hotkey`` for ``action``; False (nothing grabbed) when another client holds it."""
+        from Xlib import X, error
+
+        if {"ctrl", "alt"} <= set(hotkey.modifiers) and hotkey.key[1:].isdigit():
+            # XKB maps Ctrl+Alt+F<n> to a server action (switch VT): never delivered.
+            log.warning("hotkey %s (%s) is the X server's VT switch key", hotkey, action)
+        modifiers = 0
+        for mod in hotkey.modifiers:
+            modifiers |= self._masks[mod]
+        keycode = self._keys.keycode(hotkey.key)
+        catch = error.CatchError(error.BadAccess)
+        for extra in self._lock_variants:
+            self._conn.root.grab_key(
+                keycode, modifiers | extra, False, X.GrabModeAsync, X.GrabModeAsync, catch
+            )
+        self._conn.display.sync()
+        if catch.get_error():
+            self._ungrab(keycode, modifiers)
+            return False
+        self._grabs[(keycode, modifiers)] = action
+        self._in_force[action] = (hotkey, (keycode, modifiers))
+        log.info("hotkey %s: %s", hotkey, action)
+        return True
+
+    def rebind(self, bindings: Mapping[Action, Hotkey]) -> list[str]:
+        """Grab the combinations that changed and release the old ones. A new combination
+        another program holds is not taken: the old one stays, and the returned list says so."""
+        problems: list[str] = []
+        for action, hotkey in bindings.items():
+            current = self._in_force.get(action)
+            if current is not None and current[0] == hotkey:
+                continue
+            if current is not None:
+                # Released first: two actions may swap combinations.
+                self._grabs.pop(current[1], None)
+                self._ungrab(*current[1])
+                del self._in_force[action]
+            if self._take(action, hotkey):
+                continue
+            message = f"hotkey {hotkey} ({action}) is taken by another program"
+            if current is not None and self._take(action, current[0]):
+                message += f"; keeping {current[0]}"
+            else:
+                message += "; it is disabled"
+            log.warning("%s", message)
+            problems.append(message)
+        self._conn.flush()
+        return problems
+
+    def in_force(self) -> dict[Action, Hotkey]:
+        """The combination each action is grabbed with now."""
+        return {action: hotkey for action, (hotkey, _) in self._in_force.items()}
 
     def _ungrab(self, keycode: int, modifiers: int) -> None:
         for extra in self._lock_variants:

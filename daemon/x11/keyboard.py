@@ -40,6 +40,18 @@ KEYSYM_NAMES: dict[str, str] = {
 POLL_S = 0.005
 
 
+def keysym_of(name: str) -> int:
+    """The X keysym of a hotkey key name (``space``, ``f5``, ``a``)."""
+    from Xlib import XK
+
+    if len(name) == 1:
+        return ord(name) if 0x20 <= ord(name) <= 0x7E else 0x01000000 + ord(name)
+    keysym = int(XK.string_to_keysym(KEYSYM_NAMES.get(name, name)))
+    if not keysym:
+        raise ConfigError(f"no X key named {name!r}", key="hotkeys")
+    return keysym
+
+
 class X11Keys:
     """The :class:`~anyfill.daemon.desktop.Keys` port on X11 (XTEST fake input)."""
 
@@ -58,14 +70,7 @@ class X11Keys:
         self._conn.display.refresh_keyboard_mapping(event)
 
     def keysym(self, name: str) -> int:
-        from Xlib import XK
-
-        if len(name) == 1:
-            return ord(name) if 0x20 <= ord(name) <= 0x7E else 0x01000000 + ord(name)
-        keysym = int(XK.string_to_keysym(KEYSYM_NAMES.get(name, name)))
-        if not keysym:
-            raise ConfigError(f"no X key named {name!r}", key="hotkeys")
-        return keysym
+        return keysym_of(name)
 
     def keycode(self, name: str) -> int:
         keycode = int(self._conn.display.keysym_to_keycode(self.keysym(name)))

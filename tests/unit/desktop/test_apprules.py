@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import pytest
+from pydantic import ValidationError
+
 from anyfill.config.model import AppRule, InsertConfig
 from anyfill.daemon.apprules import resolve
 from anyfill.daemon.desktop import Target
@@ -50,3 +53,24 @@ def test_a_rule_leaves_unset_fields_to_the_defaults() -> None:
     settings = resolve(target("Chromium"), config, ["accessibility", "keyboard"])
     assert settings.mode == "type"
     assert settings.capture == ("accessibility", "keyboard")
+
+
+def test_a_title_pattern_narrows_a_class_pattern_or_stands_alone() -> None:
+    config = InsertConfig(
+        apps=[
+            AppRule(match="(?i)chromium", title="(?i)webmail", backends=["local"]),
+            AppRule(title="Secret notes", disabled=True),
+        ]
+    )
+    mail = Target(window_id=1, app="Chromium", title="Inbox - Webmail")
+    other_tab = Target(window_id=1, app="Chromium", title="Docs")
+    notes = Target(window_id=2, app="Mousepad", title="Secret notes - Mousepad")
+    assert resolve(mail, config, ["keyboard"]).backends == ("local",)
+    assert resolve(other_tab, config, ["keyboard"]).rule == ""
+    assert resolve(other_tab, config, ["keyboard"]).backends == ()
+    assert resolve(notes, config, ["keyboard"]).disabled
+
+
+def test_a_rule_without_any_pattern_is_refused() -> None:
+    with pytest.raises(ValidationError, match="window class pattern"):
+        AppRule(disabled=True)

@@ -16,6 +16,7 @@ TYPE_MODE = AppSettings(
     capture=("keyboard",),
     paste_keys="<ctrl>+v",
     copy_keys="<ctrl>+c",
+    backends=(),
     rule="mousepad",
 )
 

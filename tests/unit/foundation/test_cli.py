@@ -171,3 +171,12 @@ def test_run_headless_starts_and_stops_on_sigterm(home: dict[str, str], tmp_path
     assert "Traceback" not in text
     if code != 0:
         assert "display" in text.lower(), text
+
+
+def test_settings_opens_the_panel_through_its_entry_point() -> None:
+    """The core never imports Qt: `anyfill settings` finds the panel by its entry point."""
+    from importlib.metadata import entry_points
+
+    (entry,) = entry_points(group="anyfill.frontends", name="settings")
+    assert entry.value == "anyfill.ui.settings.standalone:run_settings"
+    assert callable(entry.load())

@@ -33,3 +33,20 @@ def test_keys_are_per_backend_name(file_keyring: object) -> None:
     store_api_key("other", "k-other")
     with pytest.raises(NeedsKeyError):
         resolve_api_key(CODESTRAL, {})
+
+
+def test_key_status_says_where_the_key_comes_from_and_never_shows_it(
+    file_keyring: object,
+) -> None:
+    from anyfill.config.secrets import key_status
+
+    assert key_status(CODESTRAL, {}).describe() == "no key stored and $MISTRAL_API_KEY is not set"
+    from_env = key_status(CODESTRAL, {"MISTRAL_API_KEY": "env-secret"})
+    assert from_env.describe() == "the key comes from the environment variable $MISTRAL_API_KEY"
+    store_api_key("codestral", "stored-secret")
+    status = key_status(CODESTRAL, {"MISTRAL_API_KEY": "env-secret"})
+    assert status.in_keyring
+    assert "stored-secret" not in repr(status)
+    assert "takes precedence over $MISTRAL_API_KEY" in status.describe()
+    assert delete_api_key("codestral")
+    assert not key_status(CODESTRAL, {}).in_keyring

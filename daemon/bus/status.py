@@ -1,0 +1,126 @@
+"""Events of the desktop daemon for the tray, the preview popup and (later) MQTT.
+
+Captured text travels only in the in-process events that need it to be shown on this
+desktop (``PreviewShown``, ``PreviewText``, ``PressFinished.middle``): a bridge that
+leaves the process (MQTT) must drop those fields unless ``privacy.mqtt_text`` is on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from anyfill.daemon.context import CaretRect
+
+
+@dataclass(frozen=True)
+class DaemonStatus:
+    """The daemon's switches, published whenever one changes (retained)."""
+
+    paused: bool
+    insert_mode: str
+    chain: tuple[str, ...]
+    """Backends asked in order for a completion (the first one is the active backend)."""
+    backends: tuple[str, ...] = ()
+    """Every enabled backend, for the tray's "first backend" menu."""
+
+    @property
+    def topic(self) -> str:
+        return "state/daemon"
+
+
+@dataclass(frozen=True)
+class PressStarted:
+    """A hotkey press began its way through capture and completion."""
+
+    press_id: int
+    action: str
+
+    @property
+    def topic(self) -> str:
+        return "events/press/started"
+
+
+@dataclass(frozen=True)
+class PressFinished:
+    """What became of one press (the history and the tray's working count)."""
+
+    press_id: int
+    action: str
+    status: str
+    reason: str = ""
+    app: str = ""
+    middle: str | None = None
+    """The completion text: captured-text privacy rules apply (see the module doc)."""
+    method: str = ""
+    ms: float = 0.0
+    backend: str = ""
+    at: float = 0.0
+    """Wall-clock time (``time.time()``) the press ended."""
+
+    @property
+    def topic(self) -> str:
+        return "events/press/finished"
+
+
+@dataclass(frozen=True)
+class PreviewShown:
+    """The preview hotkey captured a context: the popup opens and says "thinking…"."""
+
+    preview_id: int
+    app: str
+    caret: CaretRect | None
+    line_before: str
+    """The end of the prefix's last line (shown dimmed before the completion)."""
+    line_after: str
+    """The start of the suffix's first line (shown dimmed after it)."""
+    monospace: bool
+    keys: tuple[tuple[str, str], ...] = ()
+    """(action, hotkey) of the keys the popup takes while visible, for its hint line."""
+
+    @property
+    def topic(self) -> str:
+        return "events/preview/shown"
+
+
+@dataclass(frozen=True)
+class PreviewText:
+    """The completion so far (``final``: cleaned and complete, Tab/Enter inserts it)."""
+
+    preview_id: int
+    text: str
+    backend: str
+    final: bool = False
+    ms: float | None = None
+    """Time to the first token (streaming) or the whole answer (final)."""
+    alternative: int = 0
+    """Which alternative this is (0: the first answer; Alt+]/Alt+[ move between them)."""
+    error: str = ""
+
+    @property
+    def topic(self) -> str:
+        return "events/preview/text"
+
+
+@dataclass(frozen=True)
+class PreviewClosed:
+    preview_id: int
+    reason: str
+    """accepted, dismissed, focus, typing, click, superseded, cancelled, error, empty."""
+
+    @property
+    def topic(self) -> str:
+        return "events/preview/closed"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something the user must fix, with the fix; the tray notifies each kind once."""
+
+    kind: str
+    """backend_down, key_refused, hotkey_taken, no_display, no_tray, ..."""
+    message: str
+    fix: str = ""
+
+    @property
+    def topic(self) -> str:
+        return f"events/problem/{self.kind}"

@@ -1,0 +1,116 @@
+"""The running daemon's command interface: what the tray (and the control socket) may ask.
+
+Every method runs on the core's asyncio loop thread (the Qt side goes through
+``anyfill.ui.bridge``). Commands change the live settings the pipeline reads at each
+press, and announce the result as a :class:`DaemonStatus` on the bus.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from anyfill.config.model import InsertMode, Settings
+from anyfill.daemon.bus import EventBus
+from anyfill.daemon.bus.status import DaemonStatus
+from anyfill.daemon.errors import ConfigError
+
+if TYPE_CHECKING:
+    from anyfill.daemon.pipeline import Pipeline
+
+log = logging.getLogger("anyfill.core")
+
+INSERT_MODES: tuple[InsertMode, ...] = ("paste", "preview", "type")
+PreviewCommand = Literal["accept", "dismiss", "next", "previous"]
+
+
+class PreviewPort(Protocol):
+    def command(self, command: PreviewCommand) -> bool:
+        """Act on the visible preview; False when none is visible."""
+        ...
+
+
+class Core:
+    """Commands of the running daemon. ``pipeline`` and ``preview`` are attached once the
+    desktop is open; before that (or without a desktop) only the switches work."""
+
+    def __init__(self, settings: Settings, bus: EventBus, config_path: Path | None = None) -> None:
+        self.settings = settings
+        self.bus = bus
+        self.config_path = config_path
+        """The file watched for changes (``None``: the default path)."""
+        self.paused = False
+        self.pipeline: Pipeline | None = None
+        self.preview: PreviewPort | None = None
+
+    # -- state ------------------------------------------------------------------------
+
+    def status(self) -> DaemonStatus:
+        enabled = tuple(b.name for b in self.settings.backends if b.enabled)
+        return DaemonStatus(
+            paused=self.paused,
+            insert_mode=self.settings.insert.mode,
+            chain=tuple(self.settings.routing.default),
+            backends=enabled,
+        )
+
+    def announce(self) -> DaemonStatus:
+        status = self.status()
+        self.bus.publish(status)
+        return status
+
+    # -- switches ---------------------------------------------------------------------
+
+    def pause(self) -> DaemonStatus:
+        """Hotkeys stop starting completions (the cancel hotkey still works)."""
+        if not self.paused:
+            self.paused = True
+            log.info("paused: hotkeys start no completion until resumed")
+            self.cancel()
+        return self.announce()
+
+    def resume(self) -> DaemonStatus:
+        if self.paused:
+            self.paused = False
+            log.info("resumed")
+        return self.announce()
+
+    def set_insert_mode(self, mode: str) -> DaemonStatus:
+        if mode not in INSERT_MODES:
+            raise ConfigError(f"insert mode {mode!r} is not one of {', '.join(INSERT_MODES)}")
+        self.settings.insert.mode = mode  # pydantic validates the assignment too
+        log.info("insert mode: %s", mode)
+        return self.announce()
+
+    def set_first_backend(self, name: str) -> DaemonStatus:
+        """Ask ``name`` first; the rest of the chain keeps its order behind it."""
+        known = [b.name for b in self.settings.backends if b.enabled]
+        if name not in known:
+            raise ConfigError(f"no enabled backend named {name!r} (enabled: {', '.join(known)})")
+        chain = [name, *(b for b in self.settings.routing.default if b != name)]
+        self.settings.routing.default = chain
+        log.info("backends in order: %s", ", ".join(chain))
+        return self.announce()
+
+    # -- the running completion -------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Stop the running completion (and close its preview)."""
+        if self.pipeline is not None:
+            self.pipeline.cancel()
+
+    def preview_command(self, command: PreviewCommand) -> bool:
+        """Accept, dismiss or cycle the visible preview; False when none is visible."""
+        if self.preview is None:
+            return False
+        return self.preview.command(command)
+
+    def accept(self) -> bool:
+        return self.preview_command("accept")
+
+    def dismiss(self) -> bool:
+        return self.preview_command("dismiss")
+
+    def cycle(self, step: int = 1) -> bool:
+        return self.preview_command("next" if step >= 0 else "previous")
