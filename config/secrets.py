@@ -32,8 +32,9 @@ def _keyring_get(name: str) -> str | None:
 
     try:
         return keyring.get_password(KEYRING_SERVICE, name)
-    except keyring.errors.KeyringError:
-        # No keyring daemon (common on bare Linux sessions): the env var still works.
+    except (keyring.errors.KeyringError, OSError):
+        # No keyring daemon (common on bare Linux sessions), or a backend forced with
+        # PYTHON_KEYRING_BACKEND whose bus is gone (OSError): the env var still works.
         return None
 
 

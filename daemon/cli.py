@@ -225,16 +225,61 @@ def complete(state: CliState, /, **options: Any) -> int:
 
 
 @cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the findings and verdict as JSON.")
 @pass_state
-def doctor(state: CliState) -> int:
-    """Check the set-up: config, each backend, keyring, display; exits 1 when something fails."""
-    import asyncio
+def doctor(state: CliState, as_json: bool) -> int:
+    """Check the set-up: config, backends, session, tray, keys, clipboard, accessibility,
+    keyring, autostart. Exits 0 when anyfill can work, 1 when it cannot, 2 on a broken
+    configuration."""
+    from anyfill.daemon.doctor_report import run_doctor
 
-    from anyfill.daemon.doctor import diagnose, render
+    return run_doctor(state.settings, state.resolved_config_path(), as_json=as_json)
 
-    findings = asyncio.run(diagnose(state.settings(), state.resolved_config_path()))
-    click.echo(render(findings))
-    return EXIT_FAILURE if any(finding.status == "fail" for finding in findings) else EXIT_OK
+
+@cli.group()
+def autostart() -> None:
+    """Start anyfill with your session (XDG autostart or systemd on Linux, a LaunchAgent on
+    macOS, the Run key on Windows)."""
+
+
+@autostart.command("enable")
+@click.option(
+    "--method",
+    type=click.Choice(["xdg", "systemd"]),
+    help="Linux: an XDG autostart entry (any desktop; the first time's default) or a systemd "
+    "user unit bound to graphical-session.target (restarted when it fails). Default: the "
+    "one already in place.",
+)
+@click.option("--force", is_flag=True, help="Replace files you edited (a copy is kept).")
+def autostart_enable(method: str | None, force: bool) -> None:
+    """Start anyfill at log-in, and add it to the application menu (Linux). Running it
+    again updates what it wrote; a file you edited is left alone unless --force."""
+    from anyfill.daemon.autostart.manager import enable
+
+    for line in enable(method, force=force):
+        click.echo(line)
+
+
+@autostart.command("disable")
+@click.option("--force", is_flag=True, help="Also remove entries you edited (a copy is kept).")
+def autostart_disable(force: bool) -> None:
+    """Stop starting anyfill at log-in (the menu launcher stays)."""
+    from anyfill.daemon.autostart.manager import disable
+
+    for line in disable(force=force):
+        click.echo(line)
+
+
+@autostart.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the entries found as JSON.")
+def autostart_status(as_json: bool) -> None:
+    """Say whether and how anyfill starts with the session."""
+    import json
+
+    from anyfill.daemon.autostart.manager import status
+
+    found = status()
+    click.echo(json.dumps(found.as_dict(), indent=2) if as_json else found.text())
 
 
 @cli.command()

@@ -56,7 +56,15 @@ async def diagnose(
         findings.append(_display(environ))
     findings.append(_accessibility(settings))
     findings.append(_daemon())
+    findings += desktop_findings(environ)
     return findings
+
+
+def desktop_findings(environ: Mapping[str, str]) -> list[Finding]:
+    """Session, tray, clipboard, accessibility bus, autostart (daemon/doctor_desktop.py)."""
+    from anyfill.daemon.doctor_desktop import desktop_lines
+
+    return [Finding(*line) for line in desktop_lines(environ)]
 
 
 def render(findings: list[Finding]) -> str:
@@ -181,7 +189,15 @@ def _keyring() -> Finding:
     import keyring
     import keyring.backends.fail
 
-    backend = keyring.get_keyring()
+    try:
+        backend = keyring.get_keyring()
+    except Exception as exc:  # noqa: BLE001 (a forced backend's own checks raise anything)
+        return Finding(
+            "warn",
+            "keyring",
+            f"the keyring cannot be loaded ({type(exc).__name__}: {exc}): "
+            "API keys must come from environment variables",
+        )
     if isinstance(backend, keyring.backends.fail.Keyring):
         return Finding(
             "warn",
@@ -189,9 +205,36 @@ def _keyring() -> Finding:
             "no system keyring: API keys must come from environment variables",
         )
     name = f"{type(backend).__module__}.{type(backend).__name__}"
+    unusable = _keyring_read_fails(backend)
+    if unusable:
+        return Finding(
+            "warn", "keyring", f"{name} cannot be read ({unusable}): use environment variables"
+        )
     if "plaintext" in name.lower():
         return Finding("warn", "keyring", f"{name} stores API keys unencrypted in a file")
     return Finding("ok", "keyring", name)
+
+
+def _keyring_read_fails(backend: object) -> str:
+    """Read an entry that does not exist: a locked or absent Secret Service fails here.
+    In a daemon thread, bounded: an unlock prompt must neither hang doctor nor its exit."""
+    import threading
+
+    outcome: list[str] = []
+    get_password = getattr(backend, "get_password")  # noqa: B009
+
+    def probe() -> None:
+        try:
+            get_password("anyfill", "anyfill-doctor-probe")
+        except Exception as exc:  # noqa: BLE001 (keyring backends raise anything, D-Bus to OS)
+            outcome.append(f"{type(exc).__name__}: {exc}")
+        else:
+            outcome.append("")
+
+    thread = threading.Thread(target=probe, name="keyring-probe", daemon=True)
+    thread.start()
+    thread.join(10)
+    return outcome[0] if outcome else "no answer within 10 s: locked?"
 
 
 def _display(environ: Mapping[str, str]) -> Finding:

@@ -27,10 +27,11 @@ exceptions (httpx, OS, keyring, pydantic) are mapped to these at the boundary wi
     │   ├── FocusChanged              the focused window is not the captured one
     │   └── SelectionAppeared         text got selected in the target after capture
     ├── BusError                      MQTT broker problems
-    └── ControlError                  the control socket: unsafe directory, bad answer
-        ├── NotRunning                no daemon answers on the control socket
-        ├── CommandRefused            the daemon answered a command with an error code
-        └── AlreadyRunning            another `anyfill run` of this user holds the lock
+    ├── ControlError                  the control socket: unsafe directory, bad answer
+    │   ├── NotRunning                no daemon answers on the control socket
+    │   ├── CommandRefused            the daemon answered a command with an error code
+    │   └── AlreadyRunning            another `anyfill run` of this user holds the lock
+    └── AutostartError                a start-up entry could not be written, or is the user's
 
 ``retryable`` tells the scheduler whether to cool the backend down and fall back
 (True) or to stop and tell the user to fix something (False).
@@ -42,6 +43,7 @@ __all__ = [
     "AlreadyRunning",
     "AnyfillError",
     "AuthError",
+    "AutostartError",
     "BackendError",
     "BackendTimeout",
     "BackendUnavailable",
@@ -215,3 +217,7 @@ class CommandRefused(ControlError):
     def __init__(self, message: str, code: str) -> None:
         self.code = code
         super().__init__(message)
+
+
+class AutostartError(AnyfillError):
+    """``anyfill autostart`` could not do what was asked; nothing was changed."""

@@ -3,20 +3,29 @@
     .venv/bin/python scripts/settings_screenshots.py [OUT_DIR]
 
 The panel runs on Qt's xcb platform against the Xvfb and each page is read back from the X
-server. With the llama.cpp assets (ANYFILL_LLAMA_ASSETS or .venv/llama-assets) the Backends
-page shows a real Test against llama-server and its tiny test model (random weights: its
-answer is noise; the latency and the mode are real).
+server. The Backends page shows a real Test (through the engine, over HTTP) against a
+loopback server speaking llama-server's protocol (``tests.servers.llamacpp``) that answers
+the Test's own prompt (``def add(a, b): return ▮ … print(add(2, 3))``) with the middle a
+real code model gives, ``a + b``, paced like a small model on a CPU: the picture shows
+what a user with a real model sees. (The real llama-server Test is in the tests.)
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from anyfill.daemon.trial import TRIAL_CONTEXT  # noqa: E402
+from tests.servers.http import LoopbackServer  # noqa: E402
+
+#: The middle a code model puts between the Test's prefix and suffix.
+TRIAL_MIDDLE = "a + b"
 
 DEMO = """\
 # anyfill configuration (screenshot demo)
@@ -57,7 +66,9 @@ def child(out: Path, config: Path, url: str) -> None:
     from PySide6.QtWidgets import QApplication
 
     app = QApplication([sys.argv[0]])
-    QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, str(out.parent))
+    # The window's own state (size, last page) lives with the session's files, not in docs/.
+    state = str(config.parent.parent)
+    QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, state)
     from anyfill.ui.bridge import CoreBridge
     from anyfill.ui.settings.draft import load_for_editing
     from anyfill.ui.settings.standalone import panel_core
@@ -123,27 +134,33 @@ def main() -> None:
         child(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4])
         return
     from tests.e2e.harness import XSession
-    from tests.llm.server import TINY_FIM_MODEL, LlamaServer, find_assets
 
     out = Path(sys.argv[1] if len(sys.argv) > 1 else REPO / "docs" / "images").resolve()
     out.mkdir(parents=True, exist_ok=True)
-    assets_file = REPO / ".venv" / "llama-assets"
-    if "ANYFILL_LLAMA_ASSETS" not in os.environ and assets_file.exists():
-        os.environ["ANYFILL_LLAMA_ASSETS"] = assets_file.read_text().strip()
-    assets = find_assets()
-    with XSession.start() as x:
+    with XSession.start() as x, test_server() as server:
         # Where a user's file lives (shown on the Advanced page as ~/.config/...).
         config_home = Path(x.env["HOME"]) / ".config"
         config = config_home / "anyfill" / "config.toml"
         config.parent.mkdir(parents=True)
         env = {**x.env, "XDG_CONFIG_HOME": str(config_home), "QT_QPA_PLATFORM": "xcb"}
-        if assets is not None:
-            with LlamaServer(assets / TINY_FIM_MODEL) as server:
-                config.write_text(DEMO.format(url=server.url))
-                run_child(out, config, server.url, env)
-        else:
-            config.write_text(DEMO.format(url="http://127.0.0.1:8080"))
-            run_child(out, config, "", env)
+        config.write_text(DEMO.format(url=server.url))
+        run_child(out, config, server.url, env)
+        asked = [r.json() for r in server.requests if r.path == "/infill"]
+        sent = [(body.get("input_prefix"), body.get("input_suffix")) for body in asked]
+        if (TRIAL_CONTEXT.prefix, TRIAL_CONTEXT.suffix) not in sent:
+            raise SystemExit(f"the Backends Test did not send its prompt to /infill: {asked}")
+
+
+@contextlib.contextmanager
+def test_server() -> Iterator[LoopbackServer]:
+    """llama-server's protocol on 127.0.0.1, answering the Test's prompt as a real model."""
+    from tests.servers.llamacpp import LlamaCpp
+    from tests.servers.script import Reply
+
+    answer = Reply(text=TRIAL_MIDDLE, chunks=["a", " +", " b"], delay_s=0.09, chunk_delay_s=0.02)
+    responder = LlamaCpp(default=answer, model_path="/models/qwen2.5-coder-1.5b-instruct-q8_0.gguf")
+    with LoopbackServer.in_thread(responder) as server:
+        yield server
 
 
 def run_child(out: Path, config: Path, url: str, env: dict[str, str]) -> None:

@@ -17,7 +17,6 @@ from PySide6.QtWidgets import (
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -90,6 +89,10 @@ class AppsPage(QWidget):
         self.table.setSelectionMode(QTableWidget.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().hide()
+        # One line a rule: a long pattern ends in "…" (the tooltip has it whole).
+        self.table.setWordWrap(False)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 12)
         header = self.table.horizontalHeader()
         header.setStretchLastSection(True)
         self.table.setColumnWidth(0, 220)
@@ -98,9 +101,8 @@ class AppsPage(QWidget):
 
         add = QPushButton("Add")
         add.clicked.connect(lambda: self.add(None))
-        self.pick = QToolButton()
-        self.pick.setText("Pick a window")
-        self.pick.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        # A push button with a menu: sized for its arrow, and alike its neighbours.
+        self.pick = QPushButton("Pick a window")
         self.pick_menu = QMenu(self.pick)
         self.pick_menu.aboutToShow.connect(self._fill_pick_menu)
         self.pick.setMenu(self.pick_menu)

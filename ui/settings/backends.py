@@ -24,7 +24,6 @@ from PySide6.QtWidgets import (
     QScrollArea,
     QSizePolicy,
     QSplitter,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -34,7 +33,7 @@ from anyfill.config.presets import PRESETS, Preset
 from anyfill.daemon.fim.templates import TEMPLATES
 from anyfill.ui.bridge import CoreBridge
 from anyfill.ui.settings.draft import Draft
-from anyfill.ui.settings.fields import ERROR_STYLE, Form, hint_label
+from anyfill.ui.settings.fields import ERROR_STYLE, Form, hint_label, roomy
 
 #: Types that send a raw prompt (so a FIM template may apply) and types that cost money.
 TEMPLATE_TYPES = frozenset({"llamacpp", "ollama", "openai-completions"})
@@ -98,15 +97,15 @@ class BackendsPage(QWidget):
 
     def _build_list(self) -> QWidget:
         self.list = QListWidget()
+        roomy(self.list, 6)
         self.list.setDragDropMode(QListWidget.DragDropMode.InternalMove)
         self.list.setAccessibleName("Backends in routing order")
         self.list.currentRowChanged.connect(self._select)
         self.list.itemChanged.connect(self._toggled)
         self.list.model().rowsMoved.connect(self._dragged)
 
-        add = QToolButton()
-        add.setText("Add")
-        add.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        # Push buttons with a menu: sized for their arrow, and alike their neighbours.
+        add = QPushButton("Add")
         menu = QMenu(add)
         for preset in PRESETS:
             menu.addAction(preset.label, functools.partial(self.add, preset))
@@ -147,9 +146,7 @@ class BackendsPage(QWidget):
 
     def _build_identity(self) -> None:
         form = self.form
-        self.preset = QToolButton()
-        self.preset.setText("Fill from a preset…")
-        self.preset.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.preset = QPushButton("Fill from a preset…")
         menu = QMenu(self.preset)
         for preset in PRESETS:
             menu.addAction(preset.label, functools.partial(self.apply_preset, preset))

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSize, Qt, Signal
 from PySide6.QtGui import QKeyEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -27,11 +27,14 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QSpinBox,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QVBoxLayout,
     QWidget,
 )
 
 from anyfill.ui.settings.draft import Draft, KeyPath, dotted
+from anyfill.ui.settings.keynames import hotkey_label, readable_hotkeys
 
 ERROR_STYLE = "color: #b3261e;"
 HINT_STYLE = "color: palette(placeholder-text);"
@@ -123,9 +126,13 @@ class Form(QWidget):
             if path is not None:
                 found = self.draft.problems_under(path)
                 message = found.get(dotted(path), "") or next(iter(found.values()), "")
+            message = readable_hotkeys(message)
             if row.error.text() != message:
                 row.error.setText(message)
-                row.error.setVisible(bool(message) and row.editor.isVisibleTo(self))
+                # Through the layout: a row it hid stays hidden to a plain setVisible, and
+                # the label would then be drawn at the form's top-left corner.
+                shown = bool(message) and row.editor.isVisibleTo(self)
+                self.layout_.setRowVisible(row.error, shown)
         self._fit_errors()
 
     def _fit_errors(self) -> None:
@@ -393,7 +400,10 @@ class HotkeyEdit(QPushButton):
         if self.recording:
             self.setText("Press the combination… (Esc: keep)")
         else:
-            self.setText(self.value or ("(the global setting)" if self.nullable else "(none)"))
+            # Shown as the desktop writes it; the file keeps pynput's syntax (the tooltip).
+            shown = hotkey_label(self.value) if self.value else ""
+            self.setText(shown or ("(the global setting)" if self.nullable else "(none)"))
+            self.setToolTip(f"In the configuration file: {self.value}" if self.value else "")
 
     def _toggled(self, on: bool) -> None:
         self.recording = on
@@ -424,6 +434,26 @@ class HotkeyEdit(QPushButton):
         self.recorded.emit(combination)
 
 
+class RoomyRows(QStyledItemDelegate):
+    """Rows taller than the font by ``extra`` pixels: a list reads (and is clicked) more
+    easily, and the style still draws check boxes, icons and the selection its own way."""
+
+    def __init__(self, extra: int, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.extra = extra
+
+    def sizeHint(
+        self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> QSize:
+        size = super().sizeHint(option, index)
+        return QSize(size.width(), size.height() + self.extra)
+
+
+def roomy(view: QAbstractItemView, extra: int = 8) -> None:
+    """Give ``view`` comfortable rows (see :class:`RoomyRows`)."""
+    view.setItemDelegate(RoomyRows(extra, view))
+
+
 class OrderedChecklist(QWidget):
     """Checkable names in order; ``edited`` carries the ticked ones, in order."""
 
@@ -434,6 +464,7 @@ class OrderedChecklist(QWidget):
         self._choices = choices
         self.list = QListWidget()
         self.list.setDragDropMode(QAbstractItemView.DragDropMode.InternalMove)
+        roomy(self.list, 6)
         self.list.itemChanged.connect(lambda _: self._emit())
         model = self.list.model()
         model.rowsMoved.connect(lambda *_: self._emit())
@@ -468,8 +499,10 @@ class OrderedChecklist(QWidget):
             self._reading = False
         # As tall as its rows (up to six), not a fixed box with empty space.
         rows = max(min(self.list.count(), 6), 2)
-        row_height = max(self.list.sizeHintForRow(0), self.fontMetrics().height() + 4)
-        height = rows * row_height + 2 * self.list.frameWidth() + 4
+        row_height = (
+            self.list.sizeHintForRow(0) if self.list.count() else self.fontMetrics().height() + 6
+        )
+        height = rows * row_height + 2 * self.list.frameWidth() + 2
         self.list.setFixedHeight(height)
         self.setFixedHeight(max(height, 64))  # room for the two buttons
         self.updateGeometry()

@@ -9,6 +9,7 @@ from anyfill.daemon.errors import ConfigError
 from anyfill.daemon.hotkeys import Hotkey, parse_hotkey
 from anyfill.ui.settings.draft import Draft
 from anyfill.ui.settings.fields import ERROR_STYLE, Form, HotkeyEdit
+from anyfill.ui.settings.keynames import hotkey_label, readable_hotkeys
 
 ACTIONS = (
     ("complete", "Complete", "complete and insert at the caret"),
@@ -91,7 +92,7 @@ class HotkeysPage(QWidget):
             hotkey = parse_hotkey(text)
         except ConfigError as exc:
             label.setStyleSheet(ERROR_STYLE)
-            label.setText(str(exc))
+            label.setText(readable_hotkeys(str(exc)))
             return
         problem = never_delivered(hotkey)
         if not problem and text != getattr(self.draft.saved.hotkeys, action):
@@ -99,6 +100,6 @@ class HotkeysPage(QWidget):
             from anyfill.daemon.x11.probe import hotkey_is_free
 
             if hotkey_is_free(hotkey) is False:
-                problem = f"{hotkey} is taken by another program: choose another"
+                problem = f"{hotkey_label(text)} is taken by another program: choose another"
         label.setStyleSheet(ERROR_STYLE if problem else "color: #1e7d32;")
-        label.setText(problem or f"{hotkey} is free")
+        label.setText(problem or f"{hotkey_label(text)} is free")

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (
 )
 
 from anyfill.ui.settings.draft import Draft, empty_rule
-from anyfill.ui.settings.fields import Form, hint_label
+from anyfill.ui.settings.fields import Form, hint_label, roomy
 
 
 class PrivacyPage(QWidget):
@@ -31,6 +31,7 @@ class PrivacyPage(QWidget):
         )
         self.form = form
         self.denylist = QListWidget()
+        roomy(self.denylist, 6)
         self.denylist.setAccessibleName("Applications anyfill never reads or types into")
         add = QPushButton("Add…")
         add.clicked.connect(self.add)
@@ -40,17 +41,27 @@ class PrivacyPage(QWidget):
         buttons.addWidget(add)
         buttons.addWidget(remove)
         buttons.addStretch()
-        layout = QVBoxLayout(self)
-        layout.addWidget(form)
-        layout.addWidget(QLabel("<b>Denylist</b>"))
-        layout.addWidget(
+        # Laid out with the form's margins, so that the heading and the list line up with
+        # the check boxes above them.
+        denied = QVBoxLayout()
+        denied.setContentsMargins(form.layout_.contentsMargins())
+        heading = QLabel("<b>Denylist</b>")
+        heading.setContentsMargins(0, 8, 0, 0)
+        denied.addWidget(heading)
+        denied.addWidget(
             hint_label(
                 "anyfill never reads or types into windows whose class matches one of these "
                 "patterns (the disabled per-application rules)."
             )
         )
-        layout.addWidget(self.denylist, 1)
-        layout.addLayout(buttons)
+        # About eight rules tall: a full-height box of white reads as something missing.
+        self.denylist.setMaximumHeight(8 * (self.fontMetrics().height() + 10))
+        denied.addWidget(self.denylist, 1)
+        denied.addLayout(buttons)
+        layout = QVBoxLayout(self)
+        layout.addWidget(form)
+        layout.addLayout(denied)
+        layout.addStretch()
         draft.changed.connect(self.refresh)
         draft.reloaded.connect(self.refresh)
         form.refresh()

@@ -7,18 +7,21 @@ new file and applies it at once (``anyfill.daemon.reload``), and the window says
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings, Qt
-from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
+from PySide6.QtCore import QByteArray, QSettings, QSize, Qt
+from PySide6.QtGui import QCloseEvent, QIcon, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QDialogButtonBox,
     QHBoxLayout,
     QLabel,
     QListWidget,
+    QListWidgetItem,
     QMessageBox,
     QPushButton,
     QStackedWidget,
+    QStyle,
     QVBoxLayout,
     QWidget,
 )
@@ -31,11 +34,33 @@ from anyfill.ui.settings.advanced import AdvancedPage
 from anyfill.ui.settings.apps import AppsPage
 from anyfill.ui.settings.backends import BackendsPage
 from anyfill.ui.settings.capture import CapturePage
-from anyfill.ui.settings.draft import ChangedOnDisk, Draft, load_for_editing
-from anyfill.ui.settings.fields import ERROR_STYLE
+from anyfill.ui.settings.draft import ChangedOnDisk, Draft, dotted, load_for_editing
+from anyfill.ui.settings.fields import ERROR_STYLE, Form, roomy
 from anyfill.ui.settings.hotkeys import HotkeysPage
+from anyfill.ui.settings.keynames import readable_hotkeys
 from anyfill.ui.settings.privacy import PrivacyPage
 from anyfill.ui.settings.routing import RoutingPage
+
+#: Each page's icon, from Qt's own set: the same on every desktop (icon themes differ in
+#: which names they carry and mix full-colour with symbolic ones).
+PAGE_ICONS: dict[type, QStyle.StandardPixmap] = {
+    BackendsPage: QStyle.StandardPixmap.SP_DriveNetIcon,
+    RoutingPage: QStyle.StandardPixmap.SP_BrowserReload,
+    HotkeysPage: QStyle.StandardPixmap.SP_ComputerIcon,
+    CapturePage: QStyle.StandardPixmap.SP_FileDialogContentsView,
+    AppsPage: QStyle.StandardPixmap.SP_DesktopIcon,
+    PrivacyPage: QStyle.StandardPixmap.SP_DialogNoButton,
+    AdvancedPage: QStyle.StandardPixmap.SP_FileDialogDetailedView,
+}
+
+
+def page_icon(style: QStyle, page: QWidget) -> QIcon:
+    icon = style.standardIcon(PAGE_ICONS.get(type(page), QStyle.StandardPixmap.SP_FileIcon))
+    # The selected row keeps the icon's own colours (the style's tint washes it out).
+    for size in (16, 20, 24, 32):
+        icon.addPixmap(icon.pixmap(size, size), QIcon.Mode.Selected)
+    return icon
+
 
 #: Where the window keeps its size and last page (Qt's settings, not anyfill's file).
 UI_STATE = ("anyfill", "settings-window")
@@ -70,7 +95,9 @@ class SettingsWindow(QWidget):
         # Made first so that Tab goes from the page list into the page, then to the buttons.
         self.nav = QListWidget()
         self.nav.setAccessibleName("Pages")
-        self.nav.setFixedWidth(160)
+        self.nav.setFixedWidth(190)
+        self.nav.setIconSize(QSize(20, 20))
+        roomy(self.nav, 14)
         self.pages: list[QWidget] = [
             BackendsPage(self.draft, bridge),
             RoutingPage(self.draft),
@@ -82,7 +109,8 @@ class SettingsWindow(QWidget):
         ]
         self.stack = QStackedWidget()
         for page in self.pages:
-            self.nav.addItem(str(getattr(page, "title", "")))
+            item = QListWidgetItem(page_icon(self.style(), page), str(getattr(page, "title", "")))
+            self.nav.addItem(item)
             self.stack.addWidget(page)
         self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
 
@@ -124,7 +152,10 @@ class SettingsWindow(QWidget):
             key, message = next(iter(problems.items()))
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             self.problem.setStyleSheet(ERROR_STYLE)
-            self.problem.setText(f"{key}: {message}{more}" if key else message + more)
+            message = readable_hotkeys(message)
+            place = self.where(key) if key else ""
+            self.problem.setText(f"{place}: {message}{more}" if place else message + more)
+            self.problem.setToolTip(f"In the file: {key}" if key else "")
         elif self.draft.dirty:
             self.problem.setStyleSheet("")
             self.problem.setText("Unsaved changes.")
@@ -137,6 +168,42 @@ class SettingsWindow(QWidget):
             item = self.nav.item(row)
             bad = any(self._page_has_problem(page, key) for key in problems)
             item.setForeground(Qt.GlobalColor.red if bad else self.palette().text())
+
+    def where(self, key: str) -> str:
+        """A problem's key as the user finds it: ``backends[1].url`` -> "Backends › codestral
+        › URL"; the key itself when no page claims it."""
+        page = next((p for p in self.pages if self._page_has_problem(p, key)), None)
+        if page is None:
+            return key
+        parts = [str(getattr(page, "title", ""))]
+        rest = ""
+        item = re.match(r"(backends|insert\.apps)\[(\d+)\]\.?", key)
+        if item is not None:
+            rest = key[item.end() :]
+            index = int(item.group(2))
+            if item.group(1) == "backends":
+                backends = self.draft.data.get("backends") or []
+                name = backends[index].get("name") if index < len(backends) else None
+                parts.append(str(name or f"backend {index + 1}"))
+            else:
+                parts.append(f"rule {index + 1}")
+        label = self._field_label(page, key, rest)
+        if label:
+            parts.append(label)
+        return " › ".join(parts)
+
+    @staticmethod
+    def _field_label(page: QWidget, key: str, rest: str) -> str:
+        """The label of the form row that edits ``key`` on ``page`` (rows of a list item's
+        form match on the part after the item, ``rest``)."""
+        for form in page.findChildren(Form):
+            base = dotted(form.base or ())
+            for row in form.rows:
+                field = ".".join(row.key)
+                whole = f"{base}.{field}" if base else field
+                if row.label is not None and (key == whole or (rest and rest == field)):
+                    return row.label.text().strip()
+        return ""
 
     @staticmethod
     def _page_has_problem(page: QWidget, key: str) -> bool:
@@ -218,13 +285,14 @@ class SettingsWindow(QWidget):
         if isinstance(event, SettingsApplied) and event.path == str(self.path):
             text = "Applied by the running anyfill."
             if event.notes:
-                text += " " + " ".join(event.notes)
+                text += " " + readable_hotkeys(" ".join(event.notes))
             self.problem.setStyleSheet(ERROR_STYLE if event.notes else "")
             self.problem.setText(text)
         elif isinstance(event, SettingsRejected) and event.path == str(self.path):
             self.problem.setStyleSheet(ERROR_STYLE)
             self.problem.setText(
-                "The running anyfill refused the file: " + "; ".join(event.problems)
+                "The running anyfill refused the file: "
+                + readable_hotkeys("; ".join(event.problems))
             )
 
     # -- window ----------------------------------------------------------------------------

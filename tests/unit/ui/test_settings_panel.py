@@ -26,6 +26,7 @@ from anyfill.ui.settings.capture import CapturePage
 from anyfill.ui.settings.draft import load_for_editing
 from anyfill.ui.settings.fields import HotkeyEdit
 from anyfill.ui.settings.hotkeys import HotkeysPage
+from anyfill.ui.settings.keynames import hotkey_label, readable_hotkeys
 from anyfill.ui.settings.privacy import PrivacyPage
 from anyfill.ui.settings.routing import RoutingPage
 from anyfill.ui.settings.standalone import panel_core
@@ -194,8 +195,10 @@ def test_bad_values_are_named_next_to_their_field_and_save_stays_off(
     limit = next(row for row in backends.form.rows if row.key == ("limits", "requests_per_minute"))
     limit.editor.setValue(-1)  # type: ignore[attr-defined]
     assert limit.error.text() == "Input should be greater than or equal to 0; found -1"
-    assert "backends[0]" in window.problem.text()
-    assert "(and 1 more)" in window.problem.text()
+    # Named as the user finds it (page, backend, field); the file's key is in the tooltip.
+    assert window.problem.text().startswith("Backends › local › URL: Input should be a valid URL")
+    assert window.problem.text().endswith("(and 1 more)")
+    assert window.problem.toolTip() == "In the file: backends[0].url"
     # Ctrl+S does nothing while a field is wrong; the file is untouched.
     qtbot.keyClick(window, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier)
     assert config.read_text() == USER_FILE
@@ -487,6 +490,70 @@ def test_saving_says_the_running_anyfill_applies_it(
     assert window.problem.text() == "Saved. The running anyfill applies it at once."
 
 
+def test_hotkeys_read_as_on_the_desktop_and_are_saved_in_the_files_syntax(
+    qtbot: QtBot, config: Path
+) -> None:
+    window = open_window(qtbot, config)
+    hotkeys = page(window, HotkeysPage)
+    assert isinstance(hotkeys, HotkeysPage)
+    complete, cancel = hotkeys.edits["complete"], hotkeys.edits["cancel"]
+    assert complete.text() == "Ctrl+Alt+Space"  # from the file
+    assert cancel.text() == "Ctrl+Alt+Backspace"  # the default
+    assert complete.toolTip() == "In the configuration file: <ctrl>+<alt>+<space>"
+
+    ctrl_alt = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier
+    record(qtbot, complete, Qt.Key.Key_J, ctrl_alt)
+    assert complete.text() == "Ctrl+Alt+J"
+    assert hotkeys.checks["complete"].text().startswith("Ctrl+Alt+J is ")
+    assert "<" not in hotkeys.checks["complete"].text()
+    capture = page(window, CapturePage)
+    assert isinstance(capture, CapturePage)
+    paste = next(r for r in capture.forms[1].rows if r.key == ("paste_keys",)).editor
+    assert isinstance(paste, HotkeyEdit)
+    assert paste.text() == "Ctrl+V"
+    ctrl_shift = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
+    record(qtbot, paste, Qt.Key.Key_Insert, ctrl_shift)
+    assert paste.text() == "Ctrl+Shift+Insert"
+
+    assert window.save()
+    saved = parse_settings(config.read_text())
+    assert saved.hotkeys.complete == "<ctrl>+<alt>+j"
+    assert saved.insert.paste_keys == "<ctrl>+<shift>+<insert>"
+    window.close()
+
+    reopened = open_window(qtbot, config)
+    again = page(reopened, HotkeysPage)
+    assert isinstance(again, HotkeysPage)
+    assert again.edits["complete"].text() == "Ctrl+Alt+J"
+
+
+def test_a_problem_is_named_by_page_and_field(qtbot: QtBot, config: Path) -> None:
+    window = open_window(qtbot, config)
+    routing = page(window, RoutingPage)
+    assert isinstance(routing, RoutingPage)
+    routing.hedge.setValue(-1)
+    assert window.problem.text().startswith("Routing › Hedge after: "), window.problem.text()
+    assert window.problem.toolTip() == "In the file: routing.hedge_after_ms"
+    routing.hedge.setValue(0)
+    apps = page(window, AppsPage)
+    assert isinstance(apps, AppsPage)
+    apps.add(None)
+    retype(qtbot, apps.match, "(unclosed")
+    assert window.problem.text().startswith("Applications › rule 1 › Window class: ")
+
+
+def test_hotkey_labels() -> None:
+    assert hotkey_label("<ctrl>+<alt>+<backspace>") == "Ctrl+Alt+Backspace"
+    assert hotkey_label("<shift>+<ctrl>+<page_up>") == "Ctrl+Shift+Page Up"
+    assert hotkey_label("<ctrl>+<alt>+<f5>") == "Ctrl+Alt+F5"
+    assert hotkey_label("<ctrl>++") == "Ctrl+Plus"
+    assert hotkey_label("<ctrl>+<nope") == "<ctrl>+<nope"  # shown as written
+    assert (
+        readable_hotkeys("preview and complete are both <ctrl>+<alt>+<space>; <ctrl>+v too")
+        == "preview and complete are both Ctrl+Alt+Space; Ctrl+V too"
+    )
+
+
 def test_one_combination_for_two_actions_is_refused_before_saving(
     qtbot: QtBot, config: Path
 ) -> None:
@@ -495,7 +562,7 @@ def test_one_combination_for_two_actions_is_refused_before_saving(
     assert isinstance(hotkeys, HotkeysPage)
     ctrl_alt = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier
     record(qtbot, hotkeys.edits["preview"], Qt.Key.Key_Space, ctrl_alt)
-    assert window.problem.text() == "hotkeys: preview and complete are both <ctrl>+<alt>+<space>"
+    assert window.problem.text() == "Hotkeys: preview and complete are both Ctrl+Alt+Space"
     assert not window.save_button.isEnabled()
     nav = window.nav.item(window.pages.index(hotkeys))
     assert nav.foreground().color() == Qt.GlobalColor.red
