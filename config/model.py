@@ -277,7 +277,11 @@ class CaptureConfig(Section):
     max_suffix_chars: int = Field(1000, ge=0)
     copy_timeout_ms: int = Field(250, ge=10, le=5000)
     empty_timeout_ms: int = Field(
-        60, ge=5, le=5000, description="How long to wait before deciding nothing was selected."
+        60,
+        ge=5,
+        le=5000,
+        description="How long to wait before deciding nothing was selected, in an app not "
+        "seen yet; afterwards the wait follows what that app took on earlier presses.",
     )
     cursor_marker: str = Field("<|cursor|>", min_length=1)
 
@@ -351,6 +355,12 @@ class InsertConfig(Section):
     copy_keys: str = "<ctrl>+c"
     restore_timeout_ms: int = Field(
         1500, ge=50, le=10000, description="Restore the clipboard at the latest after this long."
+    )
+    verify: bool = Field(
+        True,
+        description="Read the text before the caret back after inserting (AT-SPI, or the "
+        "keyboard capture's copy) and say 'inserted' only when the completion is there; "
+        "otherwise the outcome is 'sent'.",
     )
     apps: list[AppRule] = Field(default_factory=_default_app_rules)
 

@@ -68,10 +68,31 @@ class Offer:
     """Set on every data fetch; waiters clear it to see the next one."""
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     """Another program became the owner (the user or an application copied)."""
+    requests: int = 0
+    """Every request by the reader, TARGETS included: Chromium asks for TARGETS dozens of
+    times between its two reads of a paste, so a silence in data fetches is not the end."""
+    asked: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set on every request by the reader (data or not); waiters clear it."""
+    veto: Callable[[], bool] | None = None
+    """Asked before each data read by the reader: True refuses it (the target selected
+    text since the paste keys, so a paste would replace that text)."""
+    refused: asyncio.Event = field(default_factory=asyncio.Event)
+    """A read was refused by ``veto``."""
 
     def note_fetch(self) -> None:
         self.fetches += 1
         self.fetched.set()
+
+    def note_request(self) -> None:
+        self.requests += 1
+        self.asked.set()
+
+    def allows_read(self) -> bool:
+        """Whether the reader may have the data now (``veto`` says no, once for good)."""
+        if self.refused.is_set() or (self.veto is not None and self.veto()):
+            self.refused.set()
+            return False
+        return True
 
 
 @dataclass(frozen=True)
@@ -124,25 +145,33 @@ class Clipboard(Protocol):
         ...
 
     async def restore(
-        self, which: Which, snapshot: ClipSnapshot, as_of: Offer | None = None
-    ) -> None:
+        self,
+        which: Which,
+        snapshot: ClipSnapshot,
+        reader: int | None = None,
+        as_of: Offer | None = None,
+    ) -> Offer | None:
         """Put ``snapshot`` back (an empty one clears the clipboard).
 
-        ``as_of``: restore as of the moment that offer was made, so that any program
-        that took the selection after it, even late, stays the owner and stays visible
-        (an application that handles our select keys late claims PRIMARY late).
+        Returns our new ownership (None when the snapshot was empty, or the platform kept a
+        newer owner), so that fetches of the restored content by ``reader`` show.
+
+        ``as_of``: restore as of the moment that offer was made. X ignores a claim older
+        than the last change, and applications claim with the time of the key event that
+        caused it: restored "now", a late claim caused by our keys would be silently
+        dropped by the server (the app then believes it owns the selection, and we cannot
+        see it); restored as of our own claim before the keys, it wins and shows.
         """
         ...
 
     async def read_text(self, which: Which, timeout_s: float) -> str | None: ...
 
-    async def reclaim(self, which: Which, window_id: int) -> bool:
-        """If the program owning ``window_id`` took ``which`` from our last offer, offer
-        that content again (a copy key we sent, handled late, replaced the user's data)."""
-        ...
-
     def owned_by_program_of(self, which: Which, window_id: int) -> bool:
         """True when the program owning ``window_id`` currently owns ``which``."""
+        ...
+
+    def holder(self, which: Which) -> Literal["us", "nobody", "other"]:
+        """Who owns ``which`` now: we (an offer or a restored snapshot), nobody, another."""
         ...
 
 

@@ -21,18 +21,26 @@ from anyfill.config.model import CaptureStrategy, Settings
 from anyfill.daemon import apprules
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import PressFinished, PressStarted
-from anyfill.daemon.capture.base import Captured, Strategy, capture
+from anyfill.daemon.capture.base import Captured, ReadBack, Strategy, capture
 from anyfill.daemon.completion import Completer, Completion, CompletionRequest
 from anyfill.daemon.desktop import ClipSnapshot, Desktop, Target
-from anyfill.daemon.errors import AnyfillError, FocusChanged, SecureField, SelectionAppeared
+from anyfill.daemon.errors import AnyfillError, FocusChanged, SecureField
 from anyfill.daemon.hotkeys import Action
+from anyfill.daemon.inject.focus import ensure_focus
 from anyfill.daemon.inject.inserter import Inserter
 from anyfill.daemon.log import Private
 
 log = logging.getLogger("anyfill.pipeline")
 
 T = TypeVar("T")
-Status = Literal["inserted", "clipboard", "kept", "empty", "skipped", "failed", "cancelled"]
+Status = Literal["inserted", "sent", "clipboard", "kept", "empty", "skipped", "failed", "cancelled"]
+"""``inserted``: the text was read back in the document. ``sent``: it was pasted or
+typed but could not be checked (the completion stays in the history to paste by hand)."""
+VERIFY_CHARS = 200
+"""The read-back must end with this much of the captured prefix plus the completion."""
+UNCHANGED = "the completion did not land: the text before the caret is unchanged"
+INSERT_RETRIES = 1
+"""A paste the read-back shows dropped, with the text unchanged, is sent once more."""
 
 
 @dataclass(frozen=True)
@@ -158,7 +166,8 @@ class Pipeline:
         self.history.append(outcome)
         if self._bus is not None:
             self._bus.publish(finished_event(outcome, press))
-        level = logging.INFO if outcome.status in ("inserted", "clipboard") else logging.WARNING
+        fine = outcome.status in ("inserted", "sent", "clipboard")
+        level = logging.INFO if fine else logging.WARNING
         log.log(
             level,
             "outcome=%s app=%s method=%s capture=%s ms=%.1f chars=%d%s",
@@ -190,39 +199,46 @@ class Pipeline:
             return Outcome(action, "skipped", "the caret is in a password field", target.app)
         if action == "preview":
             log.info("no preview window in headless mode; inserting directly")
+        captured: Captured | None = None
         try:
-            captured = await _uninterrupted(capture(target, app, strategies))
-            # Keyboard capture always hands PRIMARY back; other strategies leave it alone,
-            # and a PRIMARY the app already owned cannot reveal a new selection.
-            theirs = captured.context.method != "keyboard" and (
-                desktop.clipboard.owned_by_program_of("primary", target.window_id)
+            try:
+                captured = await _uninterrupted(capture(target, app, strategies))
+                # Keyboard capture always hands PRIMARY back; other strategies leave it
+                # alone, and a PRIMARY the app already owned cannot reveal a new selection.
+                theirs = captured.context.method != "keyboard" and (
+                    desktop.clipboard.owned_by_program_of("primary", target.window_id)
+                )
+                request = CompletionRequest(context=captured.context, backends=app.backends)
+                self._request_id = request.id
+                log.debug(
+                    "request %s: prefix %s, suffix %s",
+                    request.id,
+                    Private(captured.context.prefix),
+                    Private(captured.context.suffix),
+                )
+                completion = await self._completer.complete(request)
+            except SecureField as exc:
+                return Outcome(action, "skipped", str(exc), target.app)
+            except AnyfillError as exc:
+                return Outcome(action, "failed", str(exc), target.app, ms=_ms(started))
+            finally:
+                self._request_id = None
+            outcome = await self._deliver(
+                action,
+                started=started,
+                target=target,
+                app=app,
+                captured=captured,
+                theirs=theirs,
+                completion=completion,
+                inserter=inserter,
+                strategies=strategies,
+                verify=settings.insert.verify,
             )
-            request = CompletionRequest(context=captured.context, backends=app.backends)
-            self._request_id = request.id
-            log.debug(
-                "request %s: prefix %s, suffix %s",
-                request.id,
-                Private(captured.context.prefix),
-                Private(captured.context.suffix),
-            )
-            completion = await self._completer.complete(request)
-        except SecureField as exc:
-            return Outcome(action, "skipped", str(exc), target.app)
-        except AnyfillError as exc:
-            return Outcome(action, "failed", str(exc), target.app, ms=_ms(started))
+            return replace(outcome, capture=captured.context.method, backend=completion.backend)
         finally:
-            self._request_id = None
-        outcome = await self._deliver(
-            action,
-            started=started,
-            target=target,
-            app=app,
-            captured=captured,
-            theirs=theirs,
-            completion=completion,
-            inserter=inserter,
-        )
-        return replace(outcome, capture=captured.context.method, backend=completion.backend)
+            if captured is not None and captured.late is not None:
+                await captured.late.close()
 
     async def _deliver(
         self,
@@ -235,31 +251,89 @@ class Pipeline:
         theirs: bool,
         completion: Completion,
         inserter: Inserter,
+        strategies: Mapping[CaptureStrategy, Strategy],
+        verify: bool,
     ) -> Outcome:
         middle = completion.middle
         if not middle:
             return Outcome(action, "empty", "the backend had nothing to add", target.app, "")
+        late = captured.late
+        if late is not None:
+            # The app may still answer our capture keys: wait until it cannot any more.
+            await _uninterrupted(late.settled())
+            await _uninterrupted(late.check_now())
+            if late.invalid:
+                return Outcome(action, "failed", late.invalid, target.app, ms=_ms(started))
         if captured.context.method == "clipboard":
             await self._deliver_to_clipboard(captured, middle)
             return Outcome(action, "clipboard", "", target.app, middle, "clipboard", _ms(started))
-        try:
-            method = await _uninterrupted(
-                inserter.insert(middle, target, app, selection_was_theirs=theirs)
+        for attempt in range(1 + INSERT_RETRIES):
+            try:
+                inserted = await _uninterrupted(
+                    inserter.insert(middle, target, app, selection_was_theirs=theirs)
+                )
+            except FocusChanged as exc:
+                return Outcome(action, "kept", str(exc), target.app, middle, ms=_ms(started))
+            except AnyfillError as exc:
+                if late is not None:
+                    await _uninterrupted(late.watch())
+                    # A selection that refused the paste may be the capture's late answer.
+                    reason = late.invalid or str(exc)
+                else:
+                    reason = str(exc)
+                return Outcome(action, "failed", reason, target.app, middle, ms=_ms(started))
+            if late is not None:
+                # A stale claim caused by the capture keys may still come: restore again.
+                await _uninterrupted(late.watch())
+            status: Status
+            if inserted.verified:
+                status, reason = "inserted", ""
+                break
+            status, reason = await _uninterrupted(
+                self._verify(target, app, captured, middle, strategies=strategies, verify=verify)
             )
-        except FocusChanged as exc:
-            return Outcome(action, "kept", str(exc), target.app, middle, ms=_ms(started))
-        except SelectionAppeared as exc:
-            # Usually our own select/copy keys handled late: the copy took the clipboard.
-            await self._desktop.clipboard.reclaim("clipboard", target.window_id)
-            return Outcome(action, "failed", str(exc), target.app, middle, ms=_ms(started))
-        except AnyfillError as exc:
-            return Outcome(action, "failed", str(exc), target.app, middle, ms=_ms(started))
-        return Outcome(action, "inserted", "", target.app, middle, method, _ms(started))
+            if status != "failed" or reason != UNCHANGED or attempt == INSERT_RETRIES:
+                break
+            # The read-back shows the document exactly as before (the app dropped the
+            # paste, e.g. its clipboard read timed out under load): safe to insert again.
+            log.info("the insertion did not land and nothing changed; inserting again")
+        if inserted.doubt and status != "inserted":
+            status, reason = "failed", inserted.doubt
+        return Outcome(action, status, reason, target.app, middle, inserted.method, _ms(started))
+
+    async def _verify(
+        self,
+        target: Target,
+        app: apprules.AppSettings,
+        captured: Captured,
+        middle: str,
+        *,
+        strategies: Mapping[CaptureStrategy, Strategy],
+        verify: bool,
+    ) -> tuple[Status, str]:
+        """``inserted`` when the text before the caret now ends with what we inserted."""
+        method = captured.context.method
+        strategy: object = next((s for n, s in strategies.items() if n == method), None)
+        if not verify or not isinstance(strategy, ReadBack):
+            return "sent", "not checked (insert.verify is off or the capture cannot read back)"
+        try:
+            ensure_focus(self._desktop.windows, target.window_id)
+        except FocusChanged:
+            return "sent", "not checked: the focus moved right after the insertion"
+        now = await strategy.read_back(target, app)
+        if now is None:
+            return "sent", "not checked: the text could not be read back"
+        wanted = (captured.whole_prefix + middle)[-VERIFY_CHARS:]
+        if now.endswith(wanted):
+            return "inserted", ""
+        if now.endswith(captured.whole_prefix[-VERIFY_CHARS:]):
+            return "failed", UNCHANGED
+        return "failed", "the text before the caret is not what the insertion should have made"
 
     async def _deliver_to_clipboard(self, captured: Captured, middle: str) -> None:
         """Clipboard mode: the completed text replaces what the user copied."""
         whole = captured.whole_prefix + middle + captured.whole_suffix
-        await self._desktop.clipboard.offer("clipboard", ClipSnapshot.from_text(whole))
+        await self._desktop.clipboard.offer(captured.source, ClipSnapshot.from_text(whole))
 
 
 async def _uninterrupted(step: Awaitable[T]) -> T:

@@ -87,6 +87,20 @@ class AccessibilityCapture:
         prefix, suffix, caret = found
         return trimmed(prefix, suffix, target, "accessibility", self._config, caret=caret)
 
+    async def read_back(self, target: Target, app: AppSettings) -> str | None:
+        """The text before the caret now, read the same way (no keys, no clipboard)."""
+        if self._atspi is None or target.pid is None:
+            return None
+        loop = asyncio.get_running_loop()
+        try:
+            prefix, _, _ = await asyncio.wait_for(
+                loop.run_in_executor(self._thread, self._read, target.pid), TIMEOUT_S
+            )
+        except (TimeoutError, CaptureError) as exc:
+            log.info("reading the text back over AT-SPI failed: %s", exc or "no answer")
+            return None
+        return str(prefix)
+
     def _read(self, pid: int) -> tuple[str, str, CaretRect | None]:
         if not self._connected:
             # libatspi aborts the whole process (g_error) when it cannot reach the bus,

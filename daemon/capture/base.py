@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from anyfill.config.model import CaptureConfig, CaptureStrategy
 from anyfill.daemon.apprules import AppSettings
+from anyfill.daemon.capture.late_claims import LateClaims
 from anyfill.daemon.context import CaretRect, Context
-from anyfill.daemon.desktop import Target
+from anyfill.daemon.desktop import Target, Which
 from anyfill.daemon.errors import CaptureError, SecureField
 
 log = logging.getLogger("anyfill.capture")
@@ -23,6 +24,12 @@ class Captured:
     context: Context
     whole_prefix: str
     whole_suffix: str
+    late: LateClaims | None = None
+    """Keyboard capture: the watch for the app's late claims caused by our keys; the
+    pipeline waits for it before inserting and fails the press if it found the capture
+    invalid."""
+    source: Which = "clipboard"
+    """Clipboard mode: the selection the marked text came from (PRIMARY in terminals)."""
 
 
 class Strategy(Protocol):
@@ -30,6 +37,15 @@ class Strategy(Protocol):
 
     async def capture(self, target: Target, app: AppSettings) -> Captured:
         """Read the text around the caret, or raise CaptureError saying why not."""
+        ...
+
+
+@runtime_checkable
+class ReadBack(Protocol):
+    """A strategy that can read the text before the caret again, to check an insertion."""
+
+    async def read_back(self, target: Target, app: AppSettings) -> str | None:
+        """The text before the caret now; None when it cannot be read."""
         ...
 
 

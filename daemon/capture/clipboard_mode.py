@@ -1,16 +1,22 @@
-"""Clipboard mode: the user copies text holding the cursor marker, then presses the hotkey.
+"""Clipboard mode: the user copies (or, in a terminal, selects) text holding the cursor
+marker, then presses the hotkey.
 
 Nothing is sent to the application, so this works where keys must not be sent (terminals,
-remote desktops). Text without the marker is completed at its end. The pipeline puts the
-completed text (marker replaced by the completion) back on the clipboard.
+remote desktops). The marked text is looked for in CLIPBOARD and in PRIMARY: selecting
+text in xterm only sets PRIMARY, and xterm has no default key to copy to CLIPBOARD. When
+both hold a marker, the one the focused program owns wins (the user just selected there).
+Text without the marker is completed at its end. The pipeline puts the completed text
+(marker replaced by the completion) back where the text came from.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from anyfill.config.model import CaptureConfig, CaptureStrategy
 from anyfill.daemon.apprules import AppSettings
 from anyfill.daemon.capture.base import Captured, trimmed
-from anyfill.daemon.desktop import Desktop, Target
+from anyfill.daemon.desktop import Desktop, Target, Which
 from anyfill.daemon.errors import CaptureError
 
 
@@ -30,13 +36,22 @@ class ClipboardCapture:
         self._config = config
 
     async def capture(self, target: Target, app: AppSettings) -> Captured:
-        text = await self._desktop.clipboard.read_text(
-            "clipboard", self._config.copy_timeout_ms / 1000
-        )
+        clipboard, marker = self._desktop.clipboard, self._config.cursor_marker
+        timeout = self._config.copy_timeout_ms / 1000
+        texts: dict[Which, str | None] = {
+            "clipboard": await clipboard.read_text("clipboard", timeout),
+            "primary": await clipboard.read_text("primary", timeout),
+        }
+        marked = [which for which, text in texts.items() if text and marker in text]
+        if len(marked) > 1:
+            marked.sort(key=lambda w: not clipboard.owned_by_program_of(w, target.window_id))
+        source: Which = marked[0] if marked else "clipboard"
+        text = texts[source]
         if not text:
             raise CaptureError(
-                "the clipboard holds no text: copy the text with the cursor marker "
-                f"{self._config.cursor_marker} in it, then press the hotkey"
+                "the clipboard holds no text: copy (or in a terminal, select) the text with "
+                f"the cursor marker {marker} in it, then press the hotkey"
             )
-        prefix, suffix = split_marker(text, self._config.cursor_marker)
-        return trimmed(prefix, suffix, target, "clipboard", self._config)
+        prefix, suffix = split_marker(text, marker)
+        captured = trimmed(prefix, suffix, target, "clipboard", self._config)
+        return replace(captured, source=source)

@@ -12,12 +12,15 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 
 from anyfill.config.model import CaptureConfig, CaptureStrategy
 from anyfill.daemon.apprules import AppSettings
 from anyfill.daemon.capture.base import Captured, trimmed
-from anyfill.daemon.desktop import ClipSnapshot, Desktop, Offer, Target
+from anyfill.daemon.capture.late_claims import LateClaims
+from anyfill.daemon.capture.timings import AppTimings
+from anyfill.daemon.desktop import ClipSnapshot, Desktop, Offer, Target, Which
 from anyfill.daemon.errors import CaptureError
 from anyfill.daemon.waiting import first_set
 
@@ -30,59 +33,190 @@ SELECT = {
 # Right collapses a selection to its end, Left to its start, in every toolkit we test.
 COLLAPSE_PREFIX = "<right>"
 COLLAPSE_SUFFIX = "<left>"
+COLLAPSE = (COLLAPSE_PREFIX, COLLAPSE_SUFFIX)
 MIN_EMPTY_S = 0.02
-"""Floor for the adaptive "nothing selected" wait on the second side."""
+"""Floor of every learned "nothing selected" wait."""
+EMPTY_WAIT_CAP_S = 1.0
+PREFIX_MARGIN = 5.0
+"""The first side waits this many times the app's slowest recent reaction: a late answer
+there would be mistaken for the second side's, so it cannot be caught afterwards."""
+SUFFIX_MARGIN = 3.0
+SUFFIX_NOW_MARGIN = 6.0
+SETTLE_CAP_S = 0.6
+"""Stale claims are watched for twice the app's slowest reaction, at most this long;
+checked again right before the paste and after it."""
+EMPTY_SIDE_SETTLE_S = 0.1
+"""When the last side was taken as empty, four times the slowest reaction and at least
+this long: a late answer there leaves a selection that a paste would replace, so nothing
+is inserted before this has passed (it overlaps the backend's answer)."""
+COPY_AFTER_SELECTION_S = 1.0
+"""Once the app showed a selection, its copy is waited for at least this long."""
+SELECTIONS: tuple[Which, ...] = ("clipboard", "primary")
 
 
 class KeyboardCapture:
     name: CaptureStrategy = "keyboard"
 
-    def __init__(self, desktop: Desktop, config: CaptureConfig) -> None:
+    def __init__(
+        self, desktop: Desktop, config: CaptureConfig, timings: AppTimings | None = None
+    ) -> None:
         self._desktop = desktop
         self._config = config
+        self.timings = timings or AppTimings()
+        self._late: LateClaims | None = None
+        """The last capture's watch for late claims; the next capture waits for its end."""
+        self._sentinels: dict[Which, Offer] = {}
+        """Our last sentinel ownership of each selection, before the last select keys."""
 
     async def capture(self, target: Target, app: AppSettings) -> Captured:
-        clipboard = self._desktop.clipboard
-        saved_clipboard = await clipboard.snapshot("clipboard")
-        saved_primary = await clipboard.snapshot("primary")
+        await self._finish_previous()
         select_prefix, select_suffix = SELECT[self._config.scope]
-        configured = self._config.empty_timeout_ms / 1000
-        suffix_side: _Side | None = None
+        sides: list[_Side] = []
+
+        async def copy_both() -> None:
+            sides.append(
+                await self._copy_side(
+                    select_prefix, COLLAPSE_PREFIX, app.copy_keys, self._prefix_wait(target)
+                )
+            )
+            wait = self._suffix_wait(target, sides[0])
+            stale = frozenset({sides[0].text} - {""})
+            sides.append(
+                await self._copy_side(select_suffix, COLLAPSE_SUFFIX, app.copy_keys, wait, stale)
+            )
+
+        late = await self._with_selections_kept(target, copy_both, sides)
+        prefix, suffix = sides
+        captured = trimmed(prefix.text, suffix.text, target, "keyboard", self._config)
+        return replace(captured, late=late)
+
+    async def read_back(self, target: Target, app: AppSettings) -> str | None:
+        """The text before the caret now (the prefix side again), to check an insertion;
+        None when it could not be read. The user's selections are kept as in a capture."""
+        await self._finish_previous()
+        select_prefix = SELECT[self._config.scope][0]
+        sides: list[_Side] = []
+
+        async def copy_prefix() -> None:
+            sides.append(
+                await self._copy_side(
+                    select_prefix, COLLAPSE_PREFIX, app.copy_keys, self._prefix_wait(target)
+                )
+            )
+
         try:
-            prefix_side = await self._copy_side(
-                select_prefix, COLLAPSE_PREFIX, app.copy_keys, configured
-            )
-            # The app just showed how fast it reacts to a selection: "nothing selected"
-            # on the other side is decided after a few times that, not the full timeout.
-            answered = prefix_side.answered_s
-            quick = configured if answered is None else max(MIN_EMPTY_S, answered * 6)
-            suffix_side = await self._copy_side(
-                select_suffix, COLLAPSE_SUFFIX, app.copy_keys, min(configured, quick)
-            )
+            late = await self._with_selections_kept(target, copy_prefix, sides)
+        except CaptureError as exc:
+            log.info("reading the text back failed: %s", exc)
+            return None
+        if await late.settled():
+            return None
+        return sides[0].text
+
+    async def _finish_previous(self) -> None:
+        if self._late is not None:
+            await self._late.close()
+            self._late = None
+
+    async def _with_selections_kept(
+        self, target: Target, copy: Callable[[], Awaitable[None]], sides: list[_Side]
+    ) -> LateClaims:
+        """Run ``copy`` with the user's CLIPBOARD and PRIMARY saved and put back after,
+        then watch for the app's late claims (started here, running on)."""
+        clipboard = self._desktop.clipboard
+        saved = {which: await clipboard.snapshot(which) for which in SELECTIONS}
+        complete = False
+        self._sentinels = {}
+        try:
+            await copy()
+            complete = True
         finally:
-            await clipboard.restore("clipboard", saved_clipboard)
-            # After "nothing selected" on the last side, PRIMARY goes back as of our
-            # sentinel: should the app still select late, its claim is newer and wins,
-            # so the selection guard sees it and nothing is pasted over that text.
-            late_guard = suffix_side.primary if suffix_side and suffix_side.empty else None
-            await clipboard.restore("primary", saved_primary, as_of=late_guard)
-        return trimmed(prefix_side.text, suffix_side.text, target, "keyboard", self._config)
+            for which in SELECTIONS:
+                # As of our last sentinel: a late claim caused by our keys then still wins
+                # and shows (see Clipboard.restore); LateClaims undoes or judges it.
+                await clipboard.restore(which, saved[which], as_of=self._sentinels.get(which))
+            for side in sides:
+                if side.answered_s is not None:
+                    self.timings.note_reaction(target.app, side.answered_s)
+            last = sides[-1] if sides else None
+            late = LateClaims(
+                self._desktop,
+                target,
+                saved,
+                sentinels=dict(self._sentinels),
+                ours={side.text for side in sides if side.text},
+                # The last side taken as empty may still select late: then its collapse
+                # key removes the selection and the capture is invalid.
+                collapse=COLLAPSE[len(sides) - 1] if complete and last and last.empty else None,
+                # A capture cut short: whatever the target claims next comes from our keys.
+                all_ours=not complete,
+                timings=self.timings,
+                keys_at=last.keys_at if last is not None else time.monotonic(),
+            )
+            if late.collapse or late.all_ours:
+                settle = self.timings.settle(target.app, EMPTY_SIDE_SETTLE_S, SETTLE_CAP_S)
+            else:
+                settle = self.timings.settle(target.app, 0.0, SETTLE_CAP_S, factor=2.0)
+            late.start(settle)
+            self._late = late
+        return late
+
+    def _prefix_wait(self, target: Target) -> float:
+        """Before the first side answered: the configured wait for an app never seen,
+        else a margin over the slowest reaction this app showed lately."""
+        slowest = self.timings.slowest_reaction(target.app)
+        if slowest is None:
+            return self._config.empty_timeout_ms / 1000
+        return min(EMPTY_WAIT_CAP_S, max(MIN_EMPTY_S, PREFIX_MARGIN * slowest))
+
+    def _suffix_wait(self, target: Target, prefix: _Side) -> float:
+        """The app just showed how fast it reacts now; a late answer on this side is
+        caught afterwards (the capture then fails cleanly), so the margin is smaller."""
+        slowest = self.timings.slowest_reaction(target.app)
+        if prefix.answered_s is None and slowest is None:
+            return self._config.empty_timeout_ms / 1000
+        now = SUFFIX_NOW_MARGIN * (prefix.answered_s or 0.0)
+        learned = SUFFIX_MARGIN * (slowest or 0.0)
+        return min(EMPTY_WAIT_CAP_S, max(MIN_EMPTY_S, now, learned))
 
     async def _copy_side(
-        self, select: str, collapse: str, copy: str, empty_timeout_s: float
+        self,
+        select: str,
+        collapse: str,
+        copy: str,
+        empty_timeout_s: float,
+        stale: frozenset[str] = frozenset(),
     ) -> _Side:
+        """Copy one side; ``stale``: texts earlier sides selected (not an answer here)."""
         keys, clipboard = self._desktop.keys, self._desktop.clipboard
         sentinel = ClipSnapshot.from_text(f"anyfill-sentinel-{uuid.uuid4().hex}")
         clip_offer = await clipboard.offer("clipboard", sentinel)
         primary_offer = await clipboard.offer("primary", sentinel)
+        self._sentinels = {"clipboard": clip_offer, "primary": primary_offer}
         started = time.monotonic()
         await keys.press(select)
         await keys.press(copy)
-        selected = await first_set(clip_offer.lost, primary_offer.lost, timeout_s=empty_timeout_s)
+        deadline = started + empty_timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            selected = await first_set(clip_offer.lost, primary_offer.lost, timeout_s=left)
+            if not selected or clip_offer.lost.is_set():
+                break
+            # Only PRIMARY: Chromium re-claims it with the previous side's selection,
+            # late; that is no answer to these keys (a collapse key would move the caret).
+            claimed = await clipboard.read_text("primary", self._config.copy_timeout_ms / 1000)
+            if claimed is None or claimed not in stale:
+                break
+            log.debug("a stale PRIMARY claim with the previous side's text; still waiting")
+            primary_offer = await clipboard.offer("primary", sentinel)
+            self._sentinels["primary"] = primary_offer
         if not selected:
-            return _Side("", None, primary_offer)  # nothing to select: caret at this edge
+            log.debug("nothing selected within %.0f ms", empty_timeout_s * 1000)
+            return _Side("", None, started)  # nothing to select: caret at this edge
         answered = time.monotonic() - started
-        timeout = self._config.copy_timeout_ms / 1000
+        # A selection was seen, so the copy is coming: under load Chromium's comes
+        # hundreds of ms after it. Waiting long here costs time only when it never comes.
+        timeout = max(self._config.copy_timeout_ms / 1000, COPY_AFTER_SELECTION_S)
         copied = await first_set(clip_offer.lost, timeout_s=timeout)
         text = await clipboard.read_text("clipboard", timeout)
         await keys.press(collapse)
@@ -92,7 +226,7 @@ class KeyboardCapture:
         await clipboard.read_text("clipboard", timeout)
         if not copied or text is None:
             raise CaptureError(f"the application did not copy the selection with {copy}")
-        return _Side(text, answered, primary_offer)
+        return _Side(text, answered, started)
 
 
 @dataclass(frozen=True)
@@ -100,8 +234,8 @@ class _Side:
     text: str
     answered_s: float | None
     """How fast the app showed a selection; None when there was nothing to select."""
-    primary: Offer
-    """Our sentinel ownership of PRIMARY while this side was copied."""
+    keys_at: float
+    """``time.monotonic()`` when the select keys were sent."""
 
     @property
     def empty(self) -> bool:

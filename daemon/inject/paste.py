@@ -1,9 +1,13 @@
 """Paste with the user's clipboard kept.
 
 We own the clipboard with the completion, press the app's paste keys, and restore the
-user's clipboard only after the app fetched the text and then stayed quiet for a moment
-(Chromium reads twice and inserts the second read). If somebody copied in between, their
-new clipboard stays: we never restore over it.
+user's clipboard only once the app is done with the paste: it made as many reads as it
+made for earlier pastes (Chromium reads twice and inserts the second read) and then asked
+nothing at all, TARGETS included, for a quiet period (Chromium asks for TARGETS dozens
+of times between its two reads). After restoring we keep watching for a moment: a read of
+the restored clipboard by the app means it may have pasted the user's text, and the
+paste is reported as such, never as inserted. If somebody copied in between, their new
+clipboard stays: we never restore over it.
 """
 
 from __future__ import annotations
@@ -11,15 +15,28 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from anyfill.daemon.desktop import ClipSnapshot, Desktop
-from anyfill.daemon.errors import InsertError
+from anyfill.daemon.capture.timings import AppTimings
+from anyfill.daemon.desktop import ClipSnapshot, Desktop, Offer
+from anyfill.daemon.errors import InsertError, SelectionAppeared
 from anyfill.daemon.waiting import first_set
 
 log = logging.getLogger("anyfill.inject.paste")
 
 QUIET_S = 0.05
-"""No further fetch for this long means the app has what it pastes."""
+"""No request at all for this long, after the expected reads, means the app is done."""
+AFTER_FLOOR_S, AFTER_CAP_S = 0.1, 0.4
+"""How long reads of the restored clipboard are watched for: the app's longest paste
+span seen, within these bounds."""
+
+
+@dataclass(frozen=True)
+class Pasted:
+    fetches: int
+    """Reads of the completion by the target."""
+    late_read: bool
+    """The target read the user's restored clipboard afterwards: what it pasted is unsure."""
 
 
 async def paste(
@@ -31,41 +48,91 @@ async def paste(
     restore_timeout_s: float,
     guard: Callable[[], None],
     reader: int | None = None,
-) -> None:
+    app: str = "",
+    timings: AppTimings | None = None,
+    veto: Callable[[], bool] | None = None,
+) -> Pasted:
     """Paste ``text``; ``guard`` runs right before the keys and may refuse by raising.
 
-    ``reader`` is the target window: only its program's fetches count as "pasted".
+    ``reader`` is the target window: only its program's requests count. ``timings``
+    holds what ``app`` did on earlier pastes and learns from this one. ``veto`` is asked
+    at each read: True refuses the data (a selection appeared that the paste would
+    replace) and the paste fails with SelectionAppeared.
     """
+    timings = timings or AppTimings()
     clipboard = desktop.clipboard
     saved = await clipboard.snapshot("clipboard") if restore else None
     offer = await clipboard.offer("clipboard", ClipSnapshot.from_text(text), reader)
-    restored = False
+    offer.veto = veto
+    started = time.monotonic()
+    span = 0.0
     try:
         guard()
         offer.fetched.clear()
+        offer.asked.clear()
         started = time.monotonic()
         await desktop.keys.press(paste_keys)
-        fetched = await first_set(offer.fetched, timeout_s=restore_timeout_s)
-        first_ms = (time.monotonic() - started) * 1000
-        deadline = started + restore_timeout_s
-        while fetched and time.monotonic() < deadline:
-            offer.fetched.clear()
-            quiet_s = min(QUIET_S, deadline - time.monotonic())
-            if not await first_set(offer.fetched, timeout_s=quiet_s):
-                break
-        if not fetched:
+        await first_set(offer.fetched, offer.refused, offer.lost, timeout_s=restore_timeout_s)
+        if not offer.fetched.is_set():
+            if offer.refused.is_set():
+                raise _refused()
+            if offer.lost.is_set():
+                raise InsertError(
+                    "the clipboard was taken while pasting (by a copy, maybe a late one in the"
+                    " target); the application may have pasted that instead"
+                )
             raise InsertError(
                 f"the application did not fetch the pasted text within {restore_timeout_s:.1f} s"
                 f" (paste keys {paste_keys})"
             )
-        log.debug(
-            "the app fetched the paste %d time(s), first after %.1f ms", offer.fetches, first_ms
-        )
+        span = await _until_done(offer, timings, app, started, started + restore_timeout_s)
+        if offer.refused.is_set():
+            raise _refused()
+        timings.note_paste(app, offer.fetches, span)
+        log.debug("the app read the paste %d time(s) in %.1f ms", offer.fetches, span * 1000)
     finally:
+        restored = None
         if saved is not None:
             if offer.lost.is_set():
                 log.info("the clipboard changed while pasting; keeping the new content")
             else:
-                await clipboard.restore("clipboard", saved)
-                restored = True
-        log.debug("paste done, clipboard restored: %s", restored)
+                restored = await clipboard.restore("clipboard", saved, reader)
+        log.debug("paste done, clipboard restored: %s", restored is not None)
+    late_read = False
+    if restored is not None:
+        learned = timings.paste_span(app) or 0.0
+        after = min(AFTER_CAP_S, max(AFTER_FLOOR_S, learned))
+        late_read = await first_set(restored.fetched, timeout_s=after)
+        if late_read:
+            late = time.monotonic() - started
+            log.warning("the app read the restored clipboard %.0f ms after the keys", late * 1000)
+            timings.note_paste(app, offer.fetches + 1, late)
+    return Pasted(offer.fetches, late_read)
+
+
+def _refused() -> SelectionAppeared:
+    return SelectionAppeared(
+        "text became selected in the target while pasting; the paste was refused so that it"
+        " replaced nothing (the completion was kept)"
+    )
+
+
+async def _until_done(
+    offer: Offer, timings: AppTimings, app: str, started: float, deadline: float
+) -> float:
+    """Wait until the app made its usual number of reads and then went quiet; returns
+    the time from the keys to its last request."""
+    expected = timings.paste_fetches(app)
+    usual_span = timings.paste_span(app) or 0.0
+    last = time.monotonic()
+    while True:
+        now = time.monotonic()
+        quiet = QUIET_S
+        if offer.fetches < expected:
+            # This app read more often before: give its next read the time it took then.
+            quiet = max(QUIET_S, started + 1.5 * usual_span - now)
+        quiet = min(quiet, deadline - now)
+        offer.asked.clear()
+        if quiet <= 0 or not await first_set(offer.asked, timeout_s=quiet):
+            return last - started
+        last = time.monotonic()

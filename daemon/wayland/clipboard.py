@@ -23,6 +23,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Literal
 
 from anyfill.daemon.desktop import ClipSnapshot, Offer, Which
 from anyfill.daemon.errors import DesktopUnavailable, InsertError
@@ -116,19 +117,24 @@ class WlClipboard:
         return offer
 
     async def restore(
-        self, which: Which, snapshot: ClipSnapshot, as_of: Offer | None = None
-    ) -> None:
+        self,
+        which: Which,
+        snapshot: ClipSnapshot,
+        reader: int | None = None,
+        as_of: Offer | None = None,
+    ) -> Offer | None:
+        # ``as_of`` is ignored: a Wayland selection carries no time and its owner cannot
+        # be seen, so a late claim could never show; the user's content always goes back.
         self._ours.pop(which, None)
-        if as_of is not None and as_of.lost.is_set():
-            return  # someone took it after that offer: theirs stays
         if snapshot.empty:
             await _run(["wl-copy", *_flag(which), "--clear"])
-            return
+            return None
         mime, data = _servable(snapshot)
         dropped = [t for t in snapshot.items if t != mime and t not in _TEXT]
         if dropped:
             log.info("restored the clipboard as %s; wl-copy cannot serve %s", mime, dropped)
         await _copy(which, mime, data)
+        return Offer(snapshot)  # wl-copy serves it: reads of it cannot be seen here
 
     async def read_text(self, which: Which, timeout_s: float) -> str | None:
         if which == "clipboard":
@@ -143,11 +149,11 @@ class WlClipboard:
         data = await _read(which, "text/plain;charset=utf-8", timeout_s)
         return data.decode("utf-8", "replace") if data is not None else None
 
-    async def reclaim(self, which: Which, window_id: int) -> bool:
+    def owned_by_program_of(self, which: Which, window_id: int) -> bool:
         return False  # the owner of a Wayland selection cannot be told apart
 
-    def owned_by_program_of(self, which: Which, window_id: int) -> bool:
-        return False
+    def holder(self, which: Which) -> Literal["us", "nobody", "other"]:
+        return "other"  # unknown here: late claims are left alone
 
 
 def _servable(snapshot: ClipSnapshot) -> tuple[str, bytes]:

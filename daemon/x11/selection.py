@@ -12,7 +12,7 @@ import asyncio
 import logging
 from array import array
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from anyfill.daemon.desktop import ClipSnapshot, Offer, Value, Which
 from anyfill.daemon.errors import InsertError
@@ -72,9 +72,9 @@ class X11Clipboard:
         self._notify: dict[int, asyncio.Future[Any]] = {}
         self._prop_waiters: dict[tuple[int, int], asyncio.Queue[Any]] = {}
         self._outgoing: dict[tuple[int, int], _Outgoing] = {}
-        self._taken: dict[int, _State] = {}
-        """Per selection, our last offer that another program took over."""
         self._props = 0
+        self._changed: dict[int, int] = {}
+        """Per selection, the latest ownership change we know the server time of."""
         conn.on(X.SelectionRequest, self._on_request)
         conn.on(X.SelectionClear, self._on_clear)
         conn.on(X.SelectionNotify, self._on_notify)
@@ -139,17 +139,27 @@ class X11Clipboard:
         owner = self._conn.display.get_selection_owner(selection)
         if getattr(owner, "id", 0) != self._conn.window.id:
             return None
+        self._changed[selection] = max(timestamp, self._changed.get(selection, 0))
         self._owned[selection] = state
         return state
 
     async def restore(
-        self, which: Which, snapshot: ClipSnapshot, as_of: Offer | None = None
-    ) -> None:
-        at = as_of.stamp if as_of is not None and as_of.stamp else None
+        self,
+        which: Which,
+        snapshot: ClipSnapshot,
+        reader: int | None = None,
+        as_of: Offer | None = None,
+    ) -> Offer | None:
+        at = None
+        if as_of is not None and as_of.stamp:
+            # Not before a change we saw since (an app's copy): the server would refuse.
+            at = max(as_of.stamp, self._changed.get(self._conn.atom(_NAMES[which]), 0))
         if not snapshot.empty:
-            if await self._claim(which, snapshot, None, at) is None:
-                log.info("%s changed hands after the capture; not restoring it", _NAMES[which])
-            return
+            state = await self._claim(which, snapshot, reader, at)
+            if state is None:
+                log.info("%s changed hands meanwhile; not restoring it", _NAMES[which])
+                return None
+            return state.offer
         # It had no owner: whoever holds it now (the app we copied from) lets go.
         from Xlib import X
         from Xlib.protocol import request
@@ -165,6 +175,7 @@ class X11Clipboard:
         if state is not None:
             state.offer.lost.set()
         self._conn.flush()
+        return None
 
     async def read_text(self, which: Which, timeout_s: float) -> str | None:
         selection = self._conn.atom(_NAMES[which])
@@ -204,13 +215,12 @@ class X11Clipboard:
         """The X client a resource belongs to: ids share the bits outside the id mask."""
         return window_id & ~int(self._conn.display.display.info.resource_id_mask)
 
-    async def reclaim(self, which: Which, window_id: int) -> bool:
-        selection = self._conn.atom(_NAMES[which])
-        taken = self._taken.get(selection)
-        if taken is None or not self.owned_by_program_of(which, window_id):
-            return False
-        log.info("taking %s back from the target's late copy", _NAMES[which])
-        return await self._claim(which, taken.offer.snapshot, None, None) is not None
+    def holder(self, which: Which) -> Literal["us", "nobody", "other"]:
+        owner = self._conn.display.get_selection_owner(self._conn.atom(_NAMES[which]))
+        owner_id = int(getattr(owner, "id", 0))
+        if owner_id == 0:
+            return "nobody"
+        return "us" if owner_id == self._conn.window.id else "other"
 
     def owned_by_program_of(self, which: Which, window_id: int) -> bool:
         owner = self._conn.display.get_selection_owner(self._conn.atom(_NAMES[which]))
@@ -316,13 +326,14 @@ class X11Clipboard:
     def _on_clear(self, event: Any) -> None:
         from Xlib import X
 
+        if event.time != X.CurrentTime:
+            self._changed[event.atom] = max(event.time, self._changed.get(event.atom, 0))
         state = self._owned.get(event.atom)
         if state is None:
             return
         if event.time != X.CurrentTime and event.time < state.since:
             return  # about an older offer of ours that a newer one replaced
         del self._owned[event.atom]
-        self._taken[event.atom] = state
         log.debug("%s taken over by another program", self._conn.atom_name(event.atom))
         state.offer.lost.set()
 
@@ -356,6 +367,9 @@ class X11Clipboard:
         from Xlib import X, Xatom
 
         items = state.offer.snapshot.items
+        counts = state.reader is None or self._client(requestor.id) == state.reader
+        if counts:
+            state.offer.note_request()
         if target == "TARGETS":
             atoms = [self._conn.atom(n) for n in ("TARGETS", "TIMESTAMP", "MULTIPLE")]
             atoms += [self._conn.atom(name) for name in items]
@@ -364,11 +378,11 @@ class X11Clipboard:
         if target == "TIMESTAMP":
             requestor.change_property(prop, Xatom.INTEGER, 32, [state.since])
             return True
-        if target not in items:
+        if target not in items or (counts and not state.offer.allows_read()):
             return False
         type_name, fmt, data = items[target]
         type_atom = self._conn.atom(type_name)
-        if state.reader is None or self._client(requestor.id) == state.reader:
+        if counts:
             state.offer.note_fetch()
         if isinstance(data, bytes) and len(data) > self._chunk:
             outgoing = _Outgoing(requestor, prop, type_atom, data)

@@ -38,6 +38,10 @@ FIGURES: dict[str, Tally] = {
 }
 
 
+CHROMIUM_RUNS: dict[str, object] = {}
+"""Filled by the Chromium race test: runs, load, outcome statuses, failures by kind."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if not MISSING:
         return
@@ -52,6 +56,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("desktop figures")
         for name, tally in FIGURES.items():
             terminalreporter.write_line(f"{name}: {tally.ok}/{tally.total}")
+    if CHROMIUM_RUNS:
+        terminalreporter.section("chromium races")
+        for key, value in CHROMIUM_RUNS.items():
+            if key == "failed_runs" and isinstance(value, list):
+                for *failed, log in value:
+                    terminalreporter.write_line(f"failed run: {failed}")
+                    terminalreporter.write_line(log)
+            else:
+                terminalreporter.write_line(f"{key}: {value}")
 
 
 @pytest.fixture(scope="session")

@@ -413,17 +413,23 @@ def test_keys_held_too_long_send_nothing(
 def test_an_app_that_selects_late_never_loses_text(
     x: XSession, qt: QtTarget, daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
 ) -> None:
-    """The app freezes on the suffix selection key for longer than anyfill waits before
-    deciding "nothing after the caret", and selects the suffix late (before the backend
-    answers). Pasting would replace that selection: nothing may be pasted."""
+    """The app freezes on the suffix selection key far longer than it ever took before
+    (anyfill's wait follows what it took), then selects the suffix late. The press fails
+    cleanly: nothing pasted over that selection, the selection collapsed back to the
+    caret, the user's CLIPBOARD and PRIMARY back. (Should the wait ever cover the freeze,
+    the completion lands whole instead; either way no text is lost.)"""
     text = prepare_hello_world(x, qt)
     answer_next(llama[0], Reply(text="big ", delay_s=0.6))
-    qt.call(cmd="stall", key="Key_End", ms=150)
+    qt.call(cmd="stall", key="Key_End", ms=450)
 
     outcome = press(x, daemon)
 
-    assert outcome.status == "failed", outcome
-    assert "selected" in outcome.reason
     state = qt.state()
-    assert state["text"] == text  # the suffix is still there
-    assert x.get_clipboard() == USER_CLIP
+    if outcome.status == "inserted":
+        assert state["text"] == text[:6] + "big " + text[6:]
+    else:
+        assert outcome.status == "failed", outcome
+        assert "stopped waiting" in outcome.reason or "selected" in outcome.reason, outcome
+        assert (state["text"], state["caret"]) == (text, 6)  # the suffix is still there
+    assert state["selected"] == ""
+    assert_selections_restored(x, qt)

@@ -17,7 +17,7 @@ import logging
 import os
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from dbus_fast import Variant
 
@@ -275,11 +275,16 @@ class PortalClipboard:
         return offer
 
     async def restore(
-        self, which: Which, snapshot: ClipSnapshot, as_of: Offer | None = None
-    ) -> None:
-        if which != "clipboard" or (as_of is not None and as_of.lost.is_set()):
-            return
-        await self.offer(which, snapshot)
+        self,
+        which: Which,
+        snapshot: ClipSnapshot,
+        reader: int | None = None,
+        as_of: Offer | None = None,
+    ) -> Offer | None:
+        # ``as_of`` is ignored: see WlClipboard.restore (no times, no visible owner).
+        if which != "clipboard":
+            return None
+        return await self.offer(which, snapshot)
 
     async def read_text(self, which: Which, timeout_s: float) -> str | None:
         if which != "clipboard":
@@ -292,11 +297,11 @@ class PortalClipboard:
                     return data.decode("utf-8", "replace")
         return None
 
-    async def reclaim(self, which: Which, window_id: int) -> bool:
-        return False
-
     def owned_by_program_of(self, which: Which, window_id: int) -> bool:
         return False
+
+    def holder(self, which: Which) -> Literal["us", "nobody", "other"]:
+        return "other"  # the portal does not say who owns the selection
 
 
 def _write_all(fd: int, data: bytes) -> None:

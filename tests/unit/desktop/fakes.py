@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from anyfill.daemon.backends.base import Plan
 from anyfill.daemon.completion import Completion, CompletionRequest
@@ -22,7 +23,27 @@ class FakeClipboard:
             "primary": ClipSnapshot(),
         }
         self.offers: dict[Which, Offer] = {}
-        self.app_owns_primary = False
+        self.app_owns: set[Which] = set()
+        """Selections the target application owns now."""
+
+    @property
+    def app_owns_primary(self) -> bool:
+        return "primary" in self.app_owns
+
+    @app_owns_primary.setter
+    def app_owns_primary(self, value: bool) -> None:
+        if value:
+            self.app_owns.add("primary")
+        else:
+            self.app_owns.discard("primary")
+
+    def app_claims(self, which: Which, text: str) -> None:
+        """The target application takes ``which`` (a copy or a selection of ``text``)."""
+        offer = self.offers.pop(which, None)
+        if offer is not None:
+            offer.lost.set()
+        self.data[which] = ClipSnapshot.from_text(text)
+        self.app_owns.add(which)
 
     async def snapshot(self, which: Which) -> ClipSnapshot:
         return self.data[which]
@@ -30,14 +51,21 @@ class FakeClipboard:
     async def offer(self, which: Which, snapshot: ClipSnapshot, reader: int | None = None) -> Offer:
         if which in self.offers:
             self.offers[which].lost.set()
+        self.app_owns.discard(which)
         self.data[which] = snapshot
         self.offers[which] = Offer(snapshot)
         return self.offers[which]
 
     async def restore(
-        self, which: Which, snapshot: ClipSnapshot, as_of: Offer | None = None
-    ) -> None:
-        await self.offer(which, snapshot)
+        self,
+        which: Which,
+        snapshot: ClipSnapshot,
+        reader: int | None = None,
+        as_of: Offer | None = None,
+    ) -> Offer | None:
+        if which in self.app_owns and as_of is not None:
+            return None  # the app's claim after our offer is newer: it stays
+        return await self.offer(which, snapshot)
 
     def current_offer(self, which: Which) -> Offer | None:
         return self.offers.get(which)
@@ -45,11 +73,13 @@ class FakeClipboard:
     async def read_text(self, which: Which, timeout_s: float) -> str | None:
         return self.data[which].text()
 
-    async def reclaim(self, which: Which, window_id: int) -> bool:
-        return False
+    def holder(self, which: Which) -> Literal["us", "nobody", "other"]:
+        if which in self.app_owns:
+            return "other"
+        return "us" if which in self.offers and not self.data[which].empty else "nobody"
 
     def owned_by_program_of(self, which: Which, window_id: int) -> bool:
-        return which == "primary" and self.app_owns_primary
+        return which in self.app_owns
 
 
 class FakeKeys:
@@ -59,6 +89,10 @@ class FakeKeys:
         self.pressed: list[str] = []
         self.typed: list[str] = []
         self.pasted: list[str] = []
+        self.on_paste: Callable[[], None] | None = None
+        """Replaces the default paste behaviour (one read at once) of the fake app."""
+        self.on_key: Callable[[str], None] | None = None
+        """A fake application's reaction to every other chord."""
         self.layout_lacks: set[str] = set()
         """Characters the fake keyboard layout has no key for (besides non-ASCII)."""
 
@@ -69,9 +103,15 @@ class FakeKeys:
     async def press(self, chord: str) -> None:
         self.pressed.append(chord)
         offer = self.clipboard.current_offer("clipboard")
-        if chord == self.paste_keys and offer is not None:
-            self.pasted.append(offer.snapshot.text() or "")
-            offer.note_fetch()  # the application reads what it pastes
+        if chord != self.paste_keys and self.on_key is not None:
+            self.on_key(chord)
+        elif chord == self.paste_keys and self.on_paste is not None:
+            self.on_paste()
+        elif chord == self.paste_keys and offer is not None:
+            offer.note_request()
+            if offer.allows_read():
+                self.pasted.append(offer.snapshot.text() or "")
+                offer.note_fetch()  # the application reads what it pastes
 
     async def type_text(self, text: str) -> bool:
         if not text.isascii() or any(char in self.layout_lacks for char in text):

@@ -28,7 +28,7 @@ async def test_type_mode_types_what_the_layout_has_keys_for() -> None:
         "x = 1", EDITOR, TYPE_MODE, selection_was_theirs=False
     )
 
-    assert method == "type"
+    assert method.method == "type"
     assert (keys.typed, keys.pasted) == (["x = 1"], [])
     assert clipboard.data["clipboard"].text() == "user clipboard"
 
@@ -41,6 +41,6 @@ async def test_text_the_layout_cannot_type_is_pasted_instead() -> None:
         "a ~ b", EDITOR, TYPE_MODE, selection_was_theirs=False
     )
 
-    assert method == "paste"
+    assert method.method == "paste"
     assert (keys.typed, keys.pasted) == ([], ["a ~ b"])
     assert clipboard.data["clipboard"].text() == "user clipboard"

@@ -8,10 +8,17 @@ import asyncio
 from anyfill.config.model import CaptureConfig, CaptureStrategy, Settings
 from anyfill.daemon.apprules import AppSettings
 from anyfill.daemon.capture.base import Captured, Strategy, trimmed
-from anyfill.daemon.desktop import Target
+from anyfill.daemon.capture.clipboard_mode import ClipboardCapture
+from anyfill.daemon.desktop import ClipSnapshot, Target
 from anyfill.daemon.errors import CaptureError, SecureField
 from anyfill.daemon.pipeline import Pipeline
-from tests.unit.desktop.fakes import FakeCompleter, fake_desktop
+from tests.unit.desktop.fakes import (
+    FakeClipboard,
+    FakeCompleter,
+    FakeKeys,
+    FakeWindows,
+    fake_desktop,
+)
 
 EDITOR = Target(window_id=0x100, app="Mousepad", instance="mousepad", process="mousepad")
 
@@ -38,12 +45,29 @@ class FixedCapture:
         return trimmed(self.prefix, self.suffix, target, self.name, limits)
 
 
+class ReadingCapture(FixedCapture):
+    """Also reads the text before the caret back: the fixed prefix plus what the fake app
+    received since (``lands=False``: a paste that never reaches the document)."""
+
+    keys: FakeKeys | None = None
+    lands = True
+    dropped = 0
+    """How many of the first pastes the fake app drops (reads, inserts nothing)."""
+
+    async def read_back(self, target: Target, app: AppSettings) -> str | None:
+        assert self.keys is not None
+        kept = (self.keys.pasted + self.keys.typed)[self.dropped :]
+        return self.prefix + ("".join(kept) if self.lands else "")
+
+
 def build(
     target: Target = EDITOR, completer: FakeCompleter | None = None, **strategies: Strategy
-) -> tuple[Pipeline, FakeCompleter, object, object, object]:
+) -> tuple[Pipeline, FakeCompleter, FakeKeys, FakeClipboard, FakeWindows]:
     desktop, keys, clipboard, windows = fake_desktop(target)
     completer = completer or FakeCompleter()
-    chain: dict[CaptureStrategy, Strategy] = {"keyboard": FixedCapture("keyboard")}
+    reading = ReadingCapture("keyboard")
+    reading.keys = keys
+    chain: dict[CaptureStrategy, Strategy] = {"keyboard": reading}
     chain.update(strategies)  # type: ignore[arg-type]
     return Pipeline(desktop, completer, Settings(), chain), completer, keys, clipboard, windows
 
@@ -60,8 +84,8 @@ async def test_inserts_by_paste_and_restores_the_clipboard() -> None:
     await run(pipeline)
     outcome = pipeline.history[-1]
     assert (outcome.status, outcome.method, outcome.middle) == ("inserted", "paste", "big ")
-    assert keys.pasted == ["big "]  # type: ignore[attr-defined]
-    assert clipboard.data["clipboard"].text() == "user clipboard"  # type: ignore[attr-defined]
+    assert keys.pasted == ["big "]
+    assert clipboard.data["clipboard"].text() == "user clipboard"
     assert completer.requests[0].context.prefix == "Hello "
 
 
@@ -70,7 +94,7 @@ async def test_disabled_app_is_neither_read_nor_completed() -> None:
     pipeline, completer, keys, _, _ = build(Target(window_id=7, app="KeePassXC"), keyboard=keyboard)
     await run(pipeline)
     assert pipeline.history[-1].status == "skipped"
-    assert (keyboard.calls, completer.requests, keys.pressed) == (0, [], [])  # type: ignore[attr-defined]
+    assert (keyboard.calls, completer.requests, keys.pressed) == (0, [], [])
 
 
 async def test_focus_moved_while_waiting_keeps_the_completion_and_inserts_nothing() -> None:
@@ -84,7 +108,7 @@ async def test_focus_moved_while_waiting_keeps_the_completion_and_inserts_nothin
     assert outcome.middle == "kept text"
     assert "0x100" in outcome.reason
     assert "0x200" in outcome.reason
-    assert keys.pressed == []  # type: ignore[attr-defined]
+    assert keys.pressed == []
 
 
 async def test_a_selection_made_while_waiting_blocks_the_paste() -> None:
@@ -94,7 +118,7 @@ async def test_a_selection_made_while_waiting_blocks_the_paste() -> None:
     await run(pipeline)
     assert pipeline.history[-1].status == "failed"
     assert "selected" in pipeline.history[-1].reason
-    assert keys.pasted == []  # type: ignore[attr-defined]
+    assert keys.pasted == []
 
 
 async def test_newer_press_supersedes_and_cancel_stops() -> None:
@@ -110,7 +134,7 @@ async def test_newer_press_supersedes_and_cancel_stops() -> None:
     assert [o.status for o in pipeline.history] == ["cancelled", "cancelled"]
     assert completer.cancelled == [r.id for r in completer.requests]
     assert len(completer.cancelled) == 2
-    assert keys.pasted == []  # type: ignore[attr-defined]
+    assert keys.pasted == []
 
 
 async def test_password_field_stops_the_chain() -> None:
@@ -146,5 +170,57 @@ async def test_clipboard_mode_puts_the_completed_text_on_the_clipboard() -> None
     pipeline, _, keys, clipboard, _ = build(terminal, FakeCompleter(middle="la"), clipboard=clip)
     await run(pipeline)
     assert pipeline.history[-1].status == "clipboard"
-    assert clipboard.data["clipboard"].text() == "ls -la /tmp"  # type: ignore[attr-defined]
-    assert keys.pressed == []  # type: ignore[attr-defined]
+    assert clipboard.data["clipboard"].text() == "ls -la /tmp"
+    assert keys.pressed == []
+
+
+async def test_an_insertion_that_cannot_be_read_back_is_sent_and_kept() -> None:
+    pipeline, _, keys, _, _ = build(keyboard=FixedCapture("keyboard"))
+    await run(pipeline)
+    outcome = pipeline.history[-1]
+    assert (outcome.status, outcome.middle) == ("sent", "big ")
+    assert "not checked" in outcome.reason
+    assert keys.pasted == ["big "]
+
+
+async def test_a_paste_that_did_not_land_is_a_failure_with_the_completion_kept() -> None:
+    pipeline, _, keys, _, _ = build()
+    strategy = pipeline._strategies["keyboard"]
+    assert isinstance(strategy, ReadingCapture)
+    strategy.lands = False
+    await run(pipeline)
+    outcome = pipeline.history[-1]
+    assert (outcome.status, outcome.middle) == ("failed", "big ")
+    assert "did not land" in outcome.reason
+    assert keys.pasted == ["big ", "big "]  # sent once more, then given up
+
+
+async def test_a_dropped_paste_with_the_text_unchanged_is_sent_once_more() -> None:
+    pipeline, _, keys, clipboard, _ = build()
+    strategy = pipeline._strategies["keyboard"]
+    assert isinstance(strategy, ReadingCapture)
+    strategy.dropped = 1
+    await run(pipeline)
+    outcome = pipeline.history[-1]
+    assert (outcome.status, outcome.middle) == ("inserted", "big ")
+    assert keys.pasted == ["big ", "big "]
+    assert clipboard.data["clipboard"].text() == "user clipboard"
+
+
+async def test_insert_verify_off_reports_sent() -> None:
+    pipeline, _, _, _, _ = build()
+    pipeline._settings.insert.verify = False
+    await run(pipeline)
+    assert pipeline.history[-1].status == "sent"
+
+
+async def test_clipboard_mode_answers_in_the_selection_the_text_came_from() -> None:
+    terminal = Target(window_id=9, app="XTerm", instance="xterm")
+    pipeline, _, _, clipboard, _ = build(terminal, FakeCompleter(middle="la"))
+    clipboard.data["primary"] = ClipSnapshot.from_text("ls -<|cursor|> /tmp")
+    pipeline._strategies = {"clipboard": ClipboardCapture(pipeline._desktop, CaptureConfig())}
+    pipeline._settings.capture.strategies = ["clipboard"]
+    await run(pipeline)
+    assert pipeline.history[-1].status == "clipboard"
+    assert clipboard.data["primary"].text() == "ls -la /tmp"
+    assert clipboard.data["clipboard"].text() == "user clipboard"

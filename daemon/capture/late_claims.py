@@ -1,0 +1,155 @@
+"""Late claims: what an application does with our select and copy keys after we moved on.
+
+Chromium claims PRIMARY and CLIPBOARD asynchronously, late under load: after we already
+restored the user's selections (it then holds document text in the user's CLIPBOARD or
+PRIMARY), or after we decided that a side of the caret had nothing to select (then the
+side was not empty, the context is wrong, and a selection is left in the document).
+
+For a bounded time after a capture (and again after the insertion) :class:`LateClaims`
+looks whether the target's program owns CLIPBOARD or PRIMARY and reads what it holds:
+
+- text our keys made it copy or select: a stale claim; the user's content goes back;
+- anything while a side was taken as empty: that side answered late; the capture is
+  marked invalid (the press fails cleanly, nothing is inserted), the selection our keys
+  left is collapsed, the user's content goes back, and the app's timings learn the delay;
+- other text: the user's own copy or selection in the target; it stays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+
+from anyfill.daemon.capture.timings import AppTimings
+from anyfill.daemon.desktop import ClipSnapshot, Desktop, Offer, Target, Which
+
+log = logging.getLogger("anyfill.capture.late")
+
+POLL_S = 0.005
+READ_TIMEOUT_S = 0.25
+SELECTIONS: tuple[Which, ...] = ("clipboard", "primary")
+
+
+@dataclass
+class LateClaims:
+    desktop: Desktop
+    target: Target
+    saved: dict[Which, ClipSnapshot]
+    """The user's selections as they were before our keys."""
+    sentinels: dict[Which, Offer]
+    """Our last ownership of each selection before the keys that may be answered late."""
+    ours: set[str]
+    """Texts our keys made the app copy or select."""
+    collapse: str | None
+    """Set when the last side was taken as empty: the key that collapses a selection our
+    select keys made there, should the app show one late."""
+    all_ours: bool
+    """Every claim by the target comes from our keys (the capture was cut short)."""
+    timings: AppTimings
+    keys_at: float
+    """``time.monotonic()`` when we sent the select keys of the side taken as empty."""
+    invalid: str = ""
+    """Why the capture cannot be trusted ('' while it can)."""
+    seconds: float = 0.0
+    """How long one watch lasts (the app's settle time)."""
+    _checked_at: float | None = None
+    """When we last looked and saw no late answer: a late claim came after this."""
+    _users: set[Which] = field(default_factory=set)
+    _task: asyncio.Task[None] | None = None
+
+    def start(self, seconds: float) -> None:
+        """Watch in the background for ``seconds`` (while the backend answers)."""
+        self.seconds = seconds
+        self._task = asyncio.get_running_loop().create_task(
+            self.watch(seconds), name="anyfill-late-claims"
+        )
+
+    async def settled(self) -> str:
+        """Wait for the background watch to end; why the capture is invalid, or ''."""
+        await self.close()
+        return self.invalid
+
+    async def close(self) -> None:
+        """Let a running watch finish (it is bounded): it may be restoring the user's data."""
+        task = self._task
+        if task is None:
+            return
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([task])
+        self._task = None
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("watching for late claims failed: %s", task.exception())
+
+    async def watch(self, seconds: float | None = None) -> None:
+        """Handle claims as they come for ``seconds`` (by default the app's settle time)."""
+        deadline = time.monotonic() + (self.seconds if seconds is None else seconds)
+        while True:
+            await self.check_now()
+            if time.monotonic() >= deadline:
+                return
+            await asyncio.sleep(POLL_S)
+
+    async def check_now(self) -> None:
+        clipboard = self.desktop.clipboard
+        for which in SELECTIONS:
+            if which in self._users:
+                continue
+            if clipboard.holder(which) == "nobody":
+                if not self.saved[which].empty:
+                    # The app let go after our keys (GTK gives PRIMARY up on a collapse).
+                    log.debug("%s: nobody owns it after our keys; restoring", which)
+                    await self._restore(which)
+                continue
+            if not clipboard.owned_by_program_of(which, self.target.window_id):
+                continue
+            text = await clipboard.read_text(which, READ_TIMEOUT_S)
+            if self.all_ours or (text is not None and text in self.ours):
+                log.info("%s: a late claim by the app, caused by our keys; restoring", which)
+            elif self.collapse is not None or self.invalid:
+                if not self.invalid:
+                    await self._late_side(which, text)
+            else:
+                log.debug("%s: the user's own copy or selection in the target; it stays", which)
+                self._users.add(which)
+                continue
+            await self._restore(which)
+        self._checked_at = time.monotonic()
+
+    async def _restore(self, which: Which) -> None:
+        """The user's content back, as of our last sentinel (or the claim we undo), so that
+        a claim made after it (the user selecting something now) still wins; failing
+        that (the server saw a later change we did not), as of now."""
+        clipboard, snapshot = self.desktop.clipboard, self.saved[which]
+        await clipboard.restore(which, snapshot, as_of=self.sentinels.get(which))
+        wanted = "nobody" if snapshot.empty else "us"
+        holder = clipboard.holder(which)
+        if holder == wanted:
+            return
+        if holder == "other" and not clipboard.owned_by_program_of(which, self.target.window_id):
+            return  # a third program took it meanwhile: theirs now
+        await clipboard.restore(which, snapshot)
+
+    async def _late_side(self, which: Which, text: str | None) -> None:
+        """The side we took as empty answered now: the context is wrong."""
+        # Between our last look and now: learn the earliest, or one look after a long
+        # backend wait would make every later wait in this app far too long.
+        late = (self._checked_at or time.monotonic()) - self.keys_at
+        self.timings.note_reaction(self.target.app, late)
+        if text:
+            self.ours.add(text)
+        self.invalid = (
+            f"the application answered anyfill's select keys only after {late * 1000:.0f} ms,"
+            " after anyfill had stopped waiting; the context was incomplete, so nothing was"
+            " inserted (anyfill now waits longer for this app: press the hotkey again)"
+        )
+        log.warning("%s: late claim %.0f ms after the select keys", which, late * 1000)
+        collapse, self.collapse = self.collapse, None
+        now = self.desktop.windows.focused()
+        if collapse is not None and now is not None and now.window_id == self.target.window_id:
+            # The select keys left a selection we never collapsed: a paste would replace it.
+            await self.desktop.keys.press(collapse)
+        # Further claims of this text are stale ones: restore, as for any side we copied.

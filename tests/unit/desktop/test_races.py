@@ -1,0 +1,325 @@
+"""The races of issue #10 with a fake Chromium at the port boundary: a paste read twice with
+TARGETS requests in between, reads of the restored clipboard, selections claimed late,
+and the waits each app's history sets. The desktop ports are faked; everything of ours
+(pipeline, keyboard capture, late claims, paste, timings) runs for real."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from anyfill.config.model import CaptureStrategy, Settings
+from anyfill.daemon.apprules import AppSettings
+from anyfill.daemon.capture.base import Strategy
+from anyfill.daemon.capture.keyboard import KeyboardCapture
+from anyfill.daemon.capture.late_claims import LateClaims
+from anyfill.daemon.capture.timings import AppTimings
+from anyfill.daemon.desktop import ClipSnapshot, Target
+from anyfill.daemon.errors import SelectionAppeared
+from anyfill.daemon.inject.paste import paste
+from anyfill.daemon.pipeline import Pipeline
+from tests.unit.desktop.fakes import FakeClipboard, FakeCompleter, FakeKeys, fake_desktop
+
+CHROMIUM = Target(window_id=0x400, app="Chromium", instance="chromium", process="chromium")
+APP = AppSettings(False, "paste", ("keyboard",), "<ctrl>+v", "<ctrl>+c", (), "")
+
+
+def no_guard() -> None:
+    return None
+
+
+class TwoReads:
+    """Chromium's paste: a read, TARGETS asked every few ms for ``gap_s``, a second read
+    (the one it inserts). Records what each read got."""
+
+    def __init__(self, clipboard: FakeClipboard, gap_s: float, targets: bool = True) -> None:
+        self.clipboard, self.gap_s, self.targets = clipboard, gap_s, targets
+        self.reads: list[str | None] = []
+        self.task: asyncio.Task[None] | None = None
+
+    def __call__(self) -> None:
+        self.read()
+        self.task = asyncio.get_running_loop().create_task(self.rest())
+
+    def read(self) -> None:
+        offer = self.clipboard.current_offer("clipboard")
+        assert offer is not None
+        offer.note_request()
+        if offer.allows_read():
+            self.reads.append(offer.snapshot.text())
+            offer.note_fetch()
+
+    async def rest(self) -> None:
+        end = asyncio.get_running_loop().time() + self.gap_s
+        while asyncio.get_running_loop().time() < end:
+            await asyncio.sleep(0.004)
+            offer = self.clipboard.current_offer("clipboard")
+            if self.targets and offer is not None:
+                offer.note_request()  # TARGETS, no data
+        self.read()
+
+
+async def test_targets_requests_between_the_two_reads_keep_the_completion_served() -> None:
+    desktop, keys, clipboard, _ = fake_desktop(CHROMIUM)
+    app = TwoReads(clipboard, gap_s=0.12)
+    keys.on_paste = app
+
+    pasted = await paste(
+        desktop,
+        "big ",
+        "<ctrl>+v",
+        restore=True,
+        restore_timeout_s=1.5,
+        guard=no_guard,
+        reader=CHROMIUM.window_id,
+        app="Chromium",
+    )
+
+    assert app.task is not None
+    await app.task
+    assert app.reads == ["big ", "big "]  # the inserted (second) read got the completion
+    assert not pasted.late_read
+    assert clipboard.data["clipboard"].text() == "user clipboard"
+
+
+async def test_a_read_of_the_restored_clipboard_is_reported_and_learned() -> None:
+    desktop, keys, clipboard, _ = fake_desktop(CHROMIUM)
+    timings = AppTimings()
+    silent = TwoReads(clipboard, gap_s=0.08, targets=False)  # nothing asked in between
+    keys.on_paste = silent
+
+    first = await paste(
+        desktop,
+        "big ",
+        "<ctrl>+v",
+        restore=True,
+        restore_timeout_s=1.5,
+        guard=no_guard,
+        reader=CHROMIUM.window_id,
+        app="Chromium",
+        timings=timings,
+    )
+    assert silent.task is not None
+    await silent.task
+
+    assert silent.reads == ["big ", "user clipboard"]
+    assert first.late_read  # never reported as a clean paste
+    assert timings.paste_fetches("Chromium") == 2
+
+    again = TwoReads(clipboard, gap_s=0.08, targets=False)
+    keys.on_paste = again
+    second = await paste(
+        desktop,
+        "big ",
+        "<ctrl>+v",
+        restore=True,
+        restore_timeout_s=1.5,
+        guard=no_guard,
+        reader=CHROMIUM.window_id,
+        app="Chromium",
+        timings=timings,
+    )
+    assert again.task is not None
+    await again.task
+    assert again.reads == ["big ", "big "]  # learned: waits for the second read now
+    assert not second.late_read
+    assert clipboard.data["clipboard"].text() == "user clipboard"
+
+
+async def test_a_selection_appearing_while_pasting_refuses_the_read() -> None:
+    desktop, keys, clipboard, _ = fake_desktop(CHROMIUM)
+    app = TwoReads(clipboard, gap_s=0.03)
+
+    def select_then_paste() -> None:
+        clipboard.app_claims("primary", "world")
+        app()
+
+    keys.on_paste = select_then_paste
+    with pytest.raises(SelectionAppeared, match="refused"):
+        await paste(
+            desktop,
+            "big ",
+            "<ctrl>+v",
+            restore=True,
+            restore_timeout_s=1.5,
+            guard=no_guard,
+            reader=CHROMIUM.window_id,
+            app="Chromium",
+            veto=lambda: clipboard.owned_by_program_of("primary", CHROMIUM.window_id),
+        )
+    assert app.reads == []
+    assert clipboard.data["clipboard"].text() == "user clipboard"
+
+
+def watch(
+    clipboard: FakeClipboard, keys: FakeKeys, desktop: object, *, collapse: str | None
+) -> LateClaims:
+    saved = {
+        "clipboard": ClipSnapshot.from_text("user clipboard"),
+        "primary": ClipSnapshot.from_text("user selection"),
+    }
+    return LateClaims(
+        desktop,  # type: ignore[arg-type]
+        CHROMIUM,
+        saved,  # type: ignore[arg-type]
+        sentinels={},
+        ours={"Hello "},
+        collapse=collapse,
+        all_ours=False,
+        timings=AppTimings(),
+        keys_at=asyncio.get_running_loop().time() - 0.2,
+    )
+
+
+async def test_a_stale_claim_with_text_our_keys_selected_is_undone() -> None:
+    desktop, keys, clipboard, _ = fake_desktop(CHROMIUM)
+    late = watch(clipboard, keys, desktop, collapse=None)
+    clipboard.app_claims("primary", "Hello ")
+    await late.check_now()
+    assert clipboard.data["primary"].text() == "user selection"
+    assert (late.invalid, keys.pressed) == ("", [])
+
+
+async def test_the_users_own_selection_in_the_target_stays() -> None:
+    desktop, keys, clipboard, _ = fake_desktop(CHROMIUM)
+    late = watch(clipboard, keys, desktop, collapse=None)
+    clipboard.app_claims("primary", "something the user selected")
+    await late.watch(0.02)
+    assert clipboard.data["primary"].text() == "something the user selected"
+    assert late.invalid == ""
+
+
+async def test_a_side_taken_as_empty_that_answers_late_invalidates_and_collapses() -> None:
+    desktop, keys, clipboard, windows = fake_desktop(CHROMIUM)
+    late = watch(clipboard, keys, desktop, collapse="<left>")
+    clipboard.app_claims("primary", "world")
+    clipboard.app_claims("clipboard", "world")
+    await late.check_now()
+    assert "after anyfill had stopped waiting" in late.invalid
+    assert keys.pressed == ["<left>"]  # once, not per selection
+    assert clipboard.data["primary"].text() == "user selection"
+    assert clipboard.data["clipboard"].text() == "user clipboard"
+    assert (late.timings.slowest_reaction("Chromium") or 0) > 0.1
+
+    windows.target = Target(window_id=0x999, app="Other")
+    moved = watch(clipboard, keys, desktop, collapse="<left>")
+    clipboard.app_claims("primary", "world")
+    await moved.check_now()
+    assert keys.pressed == ["<left>"]  # no key into a window that lost the focus
+
+
+def test_waits_follow_the_slowest_reaction_an_app_showed() -> None:
+    timings = AppTimings()
+    assert timings.empty_wait("Chromium", 0.06, 1.0) == 0.06  # never seen: configured
+    for seconds in (0.01, 0.04, 0.02):
+        timings.note_reaction("Chromium", seconds)
+    assert timings.empty_wait("Chromium", 0.06, 1.0) == 0.12
+    assert timings.empty_wait("Chromium", 0.06, 0.1) == 0.1
+    assert timings.settle("Chromium", 0.03, 0.6) == 0.16
+    assert timings.empty_wait("Mousepad", 0.06, 1.0) == 0.06  # per app
+
+
+class SlowEditor:
+    """A text field whose keys take effect at once but whose selection claims come
+    ``delay_s`` late (Chromium's browser process under load)."""
+
+    def __init__(self, clipboard: FakeClipboard, keys: FakeKeys, text: str, caret: int) -> None:
+        self.clipboard, self.keys = clipboard, keys
+        self.text, self.caret = text, caret
+        self.selection: tuple[int, int] | None = None
+        self.delays = {"<ctrl>+<shift>+<home>": 0.005, "<ctrl>+<shift>+<end>": 0.005}
+        self.stale_reclaim = False
+        """Re-claim PRIMARY with the previous selection on the next select key (Chromium)."""
+        self.last_selected = ""
+        keys.on_key = self.key
+        keys.on_paste = self.paste
+
+    def key(self, chord: str) -> None:
+        loop = asyncio.get_running_loop()
+        if chord in self.delays:
+            start, end = (0, self.caret) if "home" in chord else (self.caret, len(self.text))
+            self.selection = (start, end) if start != end else None
+            self.delay = self.delays[chord]
+            if self.selection:
+                picked = self.last_selected = self.text[start:end]
+                loop.call_later(self.delay, self.clipboard.app_claims, "primary", picked)
+            elif self.stale_reclaim and self.last_selected:
+                stale = self.last_selected
+                loop.call_later(self.delay, self.clipboard.app_claims, "primary", stale)
+        elif chord == "<ctrl>+c" and self.selection:
+            picked = self.text[self.selection[0] : self.selection[1]]
+            loop.call_later(self.delay, self.clipboard.app_claims, "clipboard", picked)
+        elif chord in ("<left>", "<right>"):
+            if self.selection:
+                self.caret = self.selection[0] if chord == "<left>" else self.selection[1]
+            else:
+                self.caret += -1 if chord == "<left>" else 1
+            self.selection = None
+
+    def paste(self) -> None:
+        offer = self.clipboard.current_offer("clipboard")
+        assert offer is not None
+        offer.note_request()
+        if not offer.allows_read():
+            return
+        offer.note_fetch()
+        pasted = offer.snapshot.text() or ""
+        start, end = self.selection or (self.caret, self.caret)
+        self.text = self.text[:start] + pasted + self.text[end:]
+        self.caret, self.selection = start + len(pasted), None
+
+
+async def test_a_suffix_answered_too_late_fails_cleanly_then_the_wait_has_learned() -> None:
+    desktop, keys, clipboard, _ = fake_desktop(CHROMIUM)
+    clipboard.data["primary"] = ClipSnapshot.from_text("user selection")
+    editor = SlowEditor(clipboard, keys, "Hello world", 6)
+    # The prefix answers at once, so the suffix waits its 20 ms floor; it answers after
+    # 60 ms, within the 100 ms anyfill keeps watching before it inserts.
+    editor.delays["<ctrl>+<shift>+<home>"] = 0.0
+    editor.delays["<ctrl>+<shift>+<end>"] = 0.06
+    keyboard = KeyboardCapture(desktop, Settings().capture)
+    strategies: dict[CaptureStrategy, Strategy] = {"keyboard": keyboard}
+    pipeline = Pipeline(desktop, FakeCompleter(), Settings(), strategies)
+
+    pipeline.trigger("complete")
+    assert pipeline._current is not None
+    first = await pipeline._current
+
+    assert first.status == "failed", first
+    assert "stopped waiting" in first.reason
+    assert editor.text == "Hello world"  # nothing replaced, nothing inserted
+    assert (editor.caret, editor.selection) == (6, None)  # no selection left behind
+    assert clipboard.data["clipboard"].text() == "user clipboard"
+    assert clipboard.data["primary"].text() == "user selection"
+
+    pipeline.trigger("complete")
+    second = await pipeline._current
+
+    assert (second.status, second.middle) == ("inserted", "big "), second
+    assert editor.text == "Hello big world"
+    assert clipboard.data["clipboard"].text() == "user clipboard"
+    assert clipboard.data["primary"].text() == "user selection"
+
+
+async def test_a_stale_primary_claim_is_no_answer_for_the_next_side() -> None:
+    """Caret at the end: Chromium re-claims PRIMARY with the prefix selection during the
+    suffix side. Taking that as a suffix selection would press Left (the caret moves)."""
+    desktop, keys, clipboard, _ = fake_desktop(CHROMIUM)
+    clipboard.data["primary"] = ClipSnapshot.from_text("user selection")
+    editor = SlowEditor(clipboard, keys, "Hello ", 6)
+    editor.stale_reclaim = True
+    strategies: dict[CaptureStrategy, Strategy] = {
+        "keyboard": KeyboardCapture(desktop, Settings().capture)
+    }
+    pipeline = Pipeline(desktop, FakeCompleter(middle="world"), Settings(), strategies)
+
+    pipeline.trigger("complete")
+    assert pipeline._current is not None
+    outcome = await pipeline._current
+
+    assert (outcome.status, outcome.middle) == ("inserted", "world"), outcome
+    assert editor.text == "Hello world"
+    assert "<left>" not in keys.pressed
+    assert clipboard.data["clipboard"].text() == "user clipboard"
+    assert clipboard.data["primary"].text() == "user selection"
