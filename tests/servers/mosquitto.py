@@ -203,6 +203,9 @@ class Probe:
     def __exit__(self, *exc: object) -> None:
         self.client.disconnect()
         self.client.loop_stop()
+        # loop_start made a socket pair to wake its thread; paho closes it only when the
+        # client is garbage-collected, which may be in the middle of a later test.
+        self.client._reset_sockets(sockpair_only=True)
 
     def subscribe(self, topic: str) -> None:
         result, _mid = self.client.subscribe(topic, qos=1)
