@@ -52,6 +52,26 @@ DEFAULT_KEY_ENV: dict[str, str] = {
 #: Backend types that cannot work without a key (local servers usually need none).
 KEY_REQUIRED_TYPES = frozenset({"mistral-fim", "openai-chat", "anthropic", "gemini"})
 
+#: OpenAI-style types also speak to local servers (llama.cpp, vLLM, Ollama's /v1), which
+#: need no key: the default variable (OPENAI_API_KEY) is read, and a key demanded, only for
+#: OpenAI's own host. Elsewhere name the variable with ``key_env``.
+OPENAI_HOSTS = frozenset({"api.openai.com"})
+_OPENAI_TYPES = frozenset({"openai-chat", "openai-completions"})
+
+_LOOPBACK = re.compile(r"^(localhost|127(\.\d{1,3}){3}|\[?::1\]?)$", re.I)
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def url_host(url: str) -> str:
+    """The lower-cased host of an http(s) URL ("" when there is none)."""
+    match = re.match(r"^[a-z]+://(?:[^@/]*@)?(\[[^\]]*\]|[^:/?#]*)", url, re.I)
+    return match.group(1).lower() if match else ""
+
+
+def is_loopback(url: str) -> bool:
+    return bool(_LOOPBACK.match(url_host(url)))
+
+
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _HOTKEY_PART = re.compile(r"^(<[a-z0-9_]+>|.)$")
 
@@ -70,7 +90,10 @@ class Section(BaseModel):
     """Base of every config table: unknown keys are errors, assignments are validated."""
 
     # strict: TOML has real types, so `max_tokens = true` is a mistake, not 1.
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
+    # No inf/nan: an `inf` timeout passes "> 0" and then breaks every request.
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, strict=True, allow_inf_nan=False
+    )
 
 
 class Timeouts(Section):
@@ -150,6 +173,11 @@ class BackendConfig(Section):
         "",
         description="type 'mqtt' only: the worker pool to ask ('anyfill worker --pool NAME').",
     )
+    allow_insecure_http: bool = Field(
+        False,
+        description="Send this backend's API key over plain http:// to a host that is not "
+        "this machine (anyone on the network path can read it).",
+    )
     timeouts: Timeouts = Field(default_factory=Timeouts)
     limits: Limits = Field(default_factory=Limits)
     price: Price = Field(default_factory=Price)
@@ -202,14 +230,48 @@ class BackendConfig(Section):
             )
         return self
 
+    @field_validator("headers")
+    @classmethod
+    def _check_headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"{name[:40]!r} is not an HTTP header name")
+            if any(ch in text for ch in "\r\n\0"):
+                raise ValueError(f"header {name!r}: a value cannot hold a line break")
+            try:
+                text.encode("latin-1")
+            except UnicodeEncodeError:
+                raise ValueError(
+                    f"header {name!r}: HTTP header values are Latin-1 text; this one has "
+                    "other characters"
+                ) from None
+        return value
+
+    @field_validator("options")
+    @classmethod
+    def _check_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        max_stop = value.get("max_stop")
+        if max_stop is not None and (type(max_stop) is not int or max_stop < 0):
+            raise ValueError(f"options.max_stop is a whole number >= 0; found {max_stop!r}")
+        native = value.get("native_suffix")
+        if native is not None and native not in ("auto", True, False):
+            raise ValueError(f'options.native_suffix is "auto", true or false; found {native!r}')
+        return value
+
+    @property
+    def _openai_elsewhere(self) -> bool:
+        return self.type in _OPENAI_TYPES and url_host(self.url) not in OPENAI_HOSTS
+
     @property
     def api_key_env(self) -> str:
         """The environment variable consulted for this backend's key."""
-        return self.key_env or DEFAULT_KEY_ENV.get(self.type, "")
+        if self.key_env:
+            return self.key_env
+        return "" if self._openai_elsewhere else DEFAULT_KEY_ENV.get(self.type, "")
 
     @property
     def needs_key(self) -> bool:
-        return self.type in KEY_REQUIRED_TYPES
+        return self.type in KEY_REQUIRED_TYPES and not self._openai_elsewhere
 
 
 class RoutingConfig(Section):
@@ -383,6 +445,26 @@ class UiConfig(Section):
     notifications: bool = True
     preview_font_size: int = Field(11, ge=6, le=48)
     history_size: int = Field(50, ge=0, le=1000)
+    preview_accept_keys: list[Hotkey] = Field(
+        default_factory=lambda: ["<tab>", "<enter>"],
+        min_length=1,
+        description="Keys that insert the previewed completion (taken only while it shows).",
+    )
+    preview_dismiss_key: Hotkey = Field(
+        "<esc>", description="Closes the preview, stops the request."
+    )
+    preview_next_key: Hotkey = Field("<alt>+]", description="Next alternative (next backend).")
+    preview_previous_key: Hotkey = Field("<alt>+[", description="Previous alternative.")
+
+    @field_validator("preview_dismiss_key", "preview_next_key", "preview_previous_key")
+    @classmethod
+    def _valid_key(cls, value: str) -> str:
+        return _check_hotkey(value)
+
+    @field_validator("preview_accept_keys")
+    @classmethod
+    def _valid_keys(cls, value: list[str]) -> list[str]:
+        return [_check_hotkey(key) for key in value]
 
 
 def _node_name() -> str:

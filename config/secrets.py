@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from anyfill.config.model import BackendConfig
+from anyfill.config.model import BackendConfig, is_loopback, url_host
 from anyfill.daemon.errors import ConfigError, NeedsKeyError
 
 KEYRING_SERVICE = "anyfill"
@@ -46,17 +46,33 @@ def resolve_api_key(backend: BackendConfig, environ: Mapping[str, str] | None = 
     """
     environ = os.environ if environ is None else environ
     key = _keyring_get(backend.name)
-    if key:
-        return key
     env_var = backend.api_key_env
-    if env_var and environ.get(env_var):
-        return environ[env_var]
+    if not key and env_var and environ.get(env_var):
+        key = environ[env_var]
+    if key:
+        _refuse_clear_text(backend)
+        return key
     if not backend.needs_key:
         return None
     fixes = f"run 'anyfill config set-key {backend.name}' to store it in the system keyring"
     if env_var:
         fixes += f", or set the environment variable {env_var}"
+    else:
+        fixes += ", or name an environment variable that holds it with key_env"
     raise NeedsKeyError(f"backend '{backend.name}' needs an API key: {fixes}")
+
+
+def _refuse_clear_text(backend: BackendConfig) -> None:
+    """A key never travels unencrypted past this machine unless the user said so."""
+    clear = backend.url.lower().startswith("http://") and not is_loopback(backend.url)
+    if clear and not backend.allow_insecure_http:
+        raise ConfigError(
+            f"backend '{backend.name}' would send its API key unencrypted over "
+            f"http:// to {url_host(backend.url)}: use https://, or set "
+            "allow_insecure_http = true for this backend to accept that anyone on the "
+            "network path can read the key",
+            key=f"backends.{backend.name}.url",
+        )
 
 
 def store_api_key(name: str, key: str) -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "default_config_text",
     "load_settings",
     "parse_settings",
+    "shown_settings",
     "write_default_config",
 ]
 
@@ -120,10 +121,7 @@ def load_settings(
     path = path or default_config_path()
     environ = os.environ if environ is None else environ
     if path.exists():
-        try:
-            text = path.read_text("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read the file: {exc}", path=str(path)) from exc
+        text = read_config_text(path)
     elif missing_ok:
         text = ""
     else:
@@ -131,9 +129,53 @@ def load_settings(
     return parse_settings(text, path=str(path), environ=environ)
 
 
+MAX_CONFIG_BYTES = 1024 * 1024
+"""A settings file is a few kilobytes; anything this big is a mistake, and reading it all
+(or a FIFO, or /dev/zero) would hang every command."""
+
+
+def read_config_text(path: Path) -> str:
+    """The file's text: a regular file of at most ``MAX_CONFIG_BYTES``, UTF-8 (a leading
+    byte-order mark, as some Windows editors write, is dropped)."""
+    import stat
+
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror}", path=str(path)) from exc
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(
+                "not a regular file (a directory, pipe or device); point --config or "
+                "ANYFILL_CONFIG at a settings file",
+                path=str(path),
+            )
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"the file is {info.st_size / 2**20:.1f} MiB; a settings file is at most "
+                f"{MAX_CONFIG_BYTES // 2**20} MiB (is this the right file?)",
+                path=str(path),
+            )
+        try:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(f"cannot read the file: {exc.strerror}", path=str(path)) from exc
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError("the file grew past 1 MiB while being read", path=str(path))
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"not UTF-8 text (byte {exc.start} is not valid UTF-8)", path=str(path)
+        ) from exc
+
+
 def parse_settings(
     text: str, *, path: str = "<config>", environ: Mapping[str, str] | None = None
 ) -> Settings:
+    text = text.removeprefix("\ufeff")  # a byte-order mark is no key
     try:
         document = tomlkit.parse(text)
     except tomlkit.exceptions.ParseError as exc:
@@ -176,12 +218,20 @@ def problem_from_error(
     else:
         message = str(error.get("msg", "invalid value"))
         message = message.removeprefix("Value error, ")
-        if kind != "missing" and not isinstance(found, dict | list) and repr(found) not in message:
-            message += f"; found {found!r}"
+        shown = _shorten(repr(found))
+        if kind != "missing" and not isinstance(found, dict | list) and shown not in message:
+            message += f"; found {shown}"
     env_var = overrides.get(loc[: len(loc)]) or _override_for(loc, overrides)
     if env_var:
         return ConfigProblem(key, f"{message} (from environment variable {env_var})")
     return ConfigProblem(key, message, line=find_line(text, loc))
+
+
+def _shorten(text: str, limit: int = 80) -> str:
+    """A value as shown in a message: a 10 MB mistake is not echoed in full."""
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 20]}... ({len(text)} characters)"
 
 
 def _override_for(
@@ -352,7 +402,7 @@ def _env_value(raw: str) -> object:
 
 def set_value(path: Path, dotted_key: str, value: object) -> Settings:
     """Set one key in the file, keeping its comments; validates before writing anything."""
-    text = path.read_text("utf-8") if path.exists() else default_config_text()
+    text = read_config_text(path) if path.exists() else default_config_text()
     document = tomlkit.parse(text)
     parts = dotted_key.split(".")
     table: Any = document
@@ -365,3 +415,21 @@ def set_value(path: Path, dotted_key: str, value: object) -> Settings:
     settings = parse_settings(new_text, path=str(path), environ={})
     atomic_write(path, new_text)
     return settings
+
+
+_SECRET_NAME = re.compile(r"(?i)auth|key|token|secret|cookie|session|pass|signature|credential")
+
+
+def shown_settings(settings: Settings, *, changed_only: bool = False) -> dict[str, Any]:
+    """The settings as ``config show`` prints them: header and option values whose names
+    look like credentials are masked (a terminal, a screen share or a bug report must not
+    carry them)."""
+    data = settings.model_dump(mode="json", exclude_defaults=changed_only, exclude_none=True)
+    for backend in data.get("backends", []):
+        for table in ("headers", "options"):
+            values = backend.get(table)
+            if isinstance(values, dict):
+                for name, value in values.items():
+                    if _SECRET_NAME.search(name) and isinstance(value, str) and value:
+                        values[name] = "***"
+    return data

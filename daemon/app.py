@@ -11,15 +11,18 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from anyfill.config.model import CaptureStrategy, Settings
 from anyfill.config.store import default_config_path
 from anyfill.daemon.bus import EventBus
+from anyfill.daemon.bus.status import Problem
 from anyfill.daemon.capture.accessibility import AccessibilityCapture
 from anyfill.daemon.capture.base import Strategy
 from anyfill.daemon.capture.clipboard_mode import ClipboardCapture
@@ -30,11 +33,12 @@ from anyfill.daemon.control.commands import Commands
 from anyfill.daemon.control.server import ControlServer
 from anyfill.daemon.core import Core
 from anyfill.daemon.desktop import Desktop
-from anyfill.daemon.errors import DesktopUnavailable
+from anyfill.daemon.errors import AnyfillError, DesktopUnavailable, error_text
 from anyfill.daemon.heap import freeze_startup_objects
 from anyfill.daemon.hotkeys import Action, bindings_from
-from anyfill.daemon.log import setup_logging
+from anyfill.daemon.log import FILE_ONLY, setup_logging
 from anyfill.daemon.pipeline import Pipeline
+from anyfill.daemon.preview import PreviewController
 from anyfill.daemon.reload import ConfigWatcher, Reloader, SwappableCompleter
 from anyfill.daemon.waiting import first_set
 
@@ -171,12 +175,14 @@ async def serve_core(
     ready: Callable[[], None] | None = None,
     *,
     completer_factory: CompleterFactory = default_completer,
+    preview: bool = False,
     commands: Commands | None = None,
     control_socket: str | None = None,
 ) -> None:
-    """Run the desktop path around ``core`` until ``stop`` is set; ``ready`` is called once
-    the hotkeys are grabbed and the backends built.
+    """Run the desktop path around ``core`` until ``stop`` is set.
 
+    ``ready`` is called once the hotkeys are grabbed and the backends built. ``preview``: a
+    window shows previews (the tray); headless, the preview hotkey inserts directly.
     ``commands``: the control socket's registry, for a layer (the tray) that adds its own
     commands; the built-in ones are added here. ``control_socket``: its path (default
     ``$XDG_RUNTIME_DIR/anyfill/control.sock``). ``core.config_path`` is watched: a new valid
@@ -186,9 +192,6 @@ async def serve_core(
     pipelines: list[Pipeline] = []
 
     def on_trigger(action: Action) -> None:
-        if core.paused and action != "cancel":
-            log.info("paused: the %s hotkey starts nothing (resume from the tray)", action)
-            return
         for pipeline in pipelines:
             pipeline.trigger(action)
 
@@ -206,13 +209,11 @@ async def serve_core(
         # Managed llama-servers start in the background, for the first engine and each new one.
         starting: list[asyncio.Task[None]] = []
         _start_managed_servers(completer.current, settings, starting)
-        pipeline = Pipeline(
-            desktop, completer, settings, capture_strategies(desktop, settings), bus=core.bus
-        )
+        pipeline, previewer = _desktop_path(core, desktop, completer, preview=preview)
         pipelines.append(pipeline)
-        core.pipeline = pipeline
         daemon_control = DaemonControl(settings, pipeline, on_trigger, desktop=desktop_kind())
         install_builtins(commands, daemon_control)
+        core.install_commands(commands)
 
         async def apply(old: Settings, new: Settings) -> list[str]:
             engine_before = completer.current
@@ -221,6 +222,8 @@ async def serve_core(
             )
             if completer.current is not engine_before:
                 _start_managed_servers(completer.current, new, starting)
+            if previewer is not None:
+                previewer.apply(new)
             daemon_control.settings = new  # `anyfill status` shows what is in force
             return notes
 
@@ -244,13 +247,37 @@ async def serve_core(
             finally:
                 pipelines.clear()
                 await _stop(bridge)
-                core.pipeline = None
+                core.attach(None, None)
                 await pipeline.aclose()
                 for task in starting:
                     task.cancel()
         if desktop.lost.is_set() and not stop.is_set():
             raise DesktopUnavailable("the connection to the display was lost")
     log.info("anyfill stopped")
+
+
+def _desktop_path(
+    core: Core, desktop: Desktop, completer: Completer, *, preview: bool
+) -> tuple[Pipeline, PreviewController | None]:
+    """The pipeline (with the preview popup's controller when a window shows it), attached
+    to the core; what the desktop could not take is announced on the bus."""
+    settings = core.settings
+    previewer = None
+    if preview and desktop.preview_input is not None:
+        previewer = PreviewController(desktop, settings, core.bus)
+    pipeline = Pipeline(
+        desktop,
+        completer,
+        settings,
+        capture_strategies(desktop, settings),
+        bus=core.bus,
+        preview=previewer,
+    )
+    core.attach(pipeline, previewer)
+    for problem in desktop.problems:
+        fix = "choose another combination in [hotkeys], or quit the program holding it"
+        core.bus.publish(Problem(f"hotkey_taken:{problem}", problem, fix))
+    return pipeline, previewer
 
 
 def _start_managed_servers(
@@ -324,7 +351,9 @@ _debug = False
 
 def run_daemon(
     settings: Settings, *, headless: bool, debug: bool = False, config_path: Path | None = None
-) -> None:
+) -> int:
+    """Run until stopped: with the tray (the ``anyfill.frontends`` entry point ``tray``,
+    provided by ``anyfill.ui``; the core never imports Qt itself) unless ``headless``."""
     global _debug  # noqa: PLW0603 - one process-wide switch from the command line
     _debug = debug
     if config_path is not None:
@@ -334,9 +363,60 @@ def run_daemon(
     path = configure_logging(settings)
     if path:
         log.info("logging to %s", path)
+    if not headless and sys.platform.startswith("linux") and not display_reachable():
+        # Qt aborts the process when it cannot connect to the display: without one, the
+        # core's own start says why in one line instead.
+        headless = True
     if not headless:
-        log.warning("the tray is not available yet; running headless")
-    asyncio.run(_main(settings, config_path))
+        frontend = load_frontend("tray")
+        if frontend is not None:
+            return int(frontend(settings, config_path or default_config_path()))
+        log.warning("the tray is not installed (anyfill.ui); running headless")
+    try:
+        asyncio.run(_main(settings, config_path))
+    except AnyfillError as exc:  # no display, hotkey taken...: the log file says so too
+        log.error("anyfill could not run: %s", error_text(exc), extra=FILE_ONLY)
+        raise
+    return 0
+
+
+def display_reachable() -> bool:
+    """True when the display the desktop path uses answers a connection (Wayland: its
+    socket; X11: the X server), checked without Qt."""
+    if desktop_kind() == "wayland":
+        name = os.environ.get("WAYLAND_DISPLAY", "")
+        path = (
+            Path(name)
+            if name.startswith("/")
+            else Path(os.environ.get("XDG_RUNTIME_DIR", ""), name)
+        )
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(path))
+            except OSError:
+                return False
+        return True
+    if not os.environ.get("DISPLAY"):
+        return False
+    from Xlib import display, error
+
+    try:
+        display.Display().close()
+    except (error.DisplayError, OSError):
+        return False
+    return True
+
+
+def load_frontend(name: str) -> Callable[[Settings, Path], int] | None:
+    """The front end registered under ``name`` in the ``anyfill.frontends`` entry points."""
+    for entry in metadata.entry_points(group="anyfill.frontends", name=name):
+        try:
+            frontend: Callable[[Settings, Path], int] = entry.load()
+        except ImportError as exc:  # Qt missing or broken: the hotkeys still work
+            log.warning("the %s front end cannot load: %s", name, exc)
+            return None
+        return frontend
+    return None
 
 
 async def _main(settings: Settings, config_path: Path | None = None) -> None:

@@ -75,26 +75,47 @@ def version() -> None:
 
 
 @cli.command()
-@click.option("--headless", is_flag=True, help="Run without the tray icon.")
+@click.option("--headless", is_flag=True, help="Run without the tray and the preview popup.")
 @pass_state
-def run(state: CliState, headless: bool) -> None:
-    """Run the daemon: hotkeys, capture, completion and insertion (and the tray)."""
+def run(state: CliState, headless: bool) -> int:
+    """Run anyfill: the tray, the hotkeys, capture, completion, preview and insertion."""
     from anyfill.daemon.app import run_daemon
     from anyfill.daemon.control.instance import single_instance
+    from anyfill.daemon.errors import AlreadyRunning
 
     # Before anything else: a second instance must not grab the hotkeys twice.
-    with single_instance():
-        settings = state.settings()
-        if sys.stdin.isatty():  # a first run in a terminal: ask before downloading a model
-            from anyfill.daemon.models.commands import offer_download
+    try:
+        with single_instance():
+            settings = state.settings()
+            if sys.stdin.isatty():  # a first run in a terminal: ask before downloading a model
+                from anyfill.daemon.models.commands import offer_download
 
-            offer_download(settings)
-        run_daemon(
-            settings,
-            headless=headless,
-            debug=state.debug,
-            config_path=state.resolved_config_path(),
-        )
+                offer_download(settings)
+            return run_daemon(
+                settings,
+                headless=headless,
+                debug=state.debug,
+                config_path=state.resolved_config_path(),
+            )
+    except AlreadyRunning:
+        if headless or not _hand_over("show-settings"):
+            raise
+        click.echo("anyfill is already running: opened its settings instead")
+        return EXIT_OK
+
+
+def _hand_over(command: str) -> bool:
+    """Ask the running anyfill to do ``command`` when it knows it (a tray does)."""
+    from anyfill.daemon.control.client import call
+    from anyfill.daemon.errors import ControlError
+
+    try:
+        if command not in call("ping").get("commands", {}):
+            return False
+        call(command)
+    except ControlError:
+        return False
+    return True
 
 
 @cli.command()
@@ -221,7 +242,7 @@ def complete(state: CliState, /, **options: Any) -> int:
     """
     from anyfill.daemon.complete_cmd import CompleteArgs, run_complete
 
-    return run_complete(state.settings, CompleteArgs(**options))
+    return run_complete(state.settings, CompleteArgs(**options), debug=state.debug)
 
 
 @cli.command()
@@ -430,8 +451,9 @@ def config_show(state: CliState, changed: bool) -> None:
     """Print the effective configuration (file + environment) as TOML."""
     import tomlkit
 
-    settings = state.settings()
-    data = settings.model_dump(mode="json", exclude_defaults=changed, exclude_none=True)
+    from anyfill.config.store import shown_settings
+
+    data = shown_settings(state.settings(), changed_only=changed)
     click.echo(tomlkit.dumps(data), nl=False)
 
 
@@ -483,7 +505,10 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("anyfill: aborted", err=True)
         return EXIT_FAILURE
     except click.ClickException as exc:
-        exc.show()
+        # One prefix for every error (click's own would print "Error:").
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            click.echo(exc.ctx.get_usage(), err=True)
+        click.echo(f"anyfill: error: {exc.format_message()}", err=True)
         return EXIT_CONFIG if isinstance(exc, click.UsageError) else EXIT_FAILURE
     except ConfigError as exc:
         _report(exc, debug)
@@ -522,7 +547,10 @@ def _report(exc: BaseException, debug: bool) -> None:
         for problem in exc.problems:
             click.echo(f"  {problem.render(path)}", err=True)
     else:
-        click.echo(f"anyfill: error: {exc}", err=True)
+        from anyfill.daemon.errors import error_text
+        from anyfill.daemon.log import redact
+
+        click.echo(f"anyfill: error: {redact(error_text(exc))}", err=True)
 
 
 if __name__ == "__main__":

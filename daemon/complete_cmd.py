@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import io
+import itertools
 import json
+import logging
+import random
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,9 +28,18 @@ from anyfill.config.secrets import resolve_api_key
 from anyfill.daemon.completion import Completion, CompletionRequest
 from anyfill.daemon.context import Context
 from anyfill.daemon.engine import Engine
-from anyfill.daemon.errors import AnyfillError, NeedsKeyError
+from anyfill.daemon.errors import (
+    AnyfillError,
+    BackendError,
+    NeedsKeyError,
+    RateLimited,
+    error_text,
+)
+from anyfill.daemon.log import redact, setup_logging
 
 __all__ = ["CompleteArgs", "run_complete"]
+
+log = logging.getLogger("anyfill.complete")
 
 EXIT_OK = 0
 EXIT_SOME_FAILED = 1
@@ -72,6 +84,7 @@ def run_complete(
     *,
     stdin: IO[str] | None = None,
     stdout: IO[str] | None = None,
+    debug: bool = False,
 ) -> int:
     """Run the command; usage problems raise ``click.UsageError`` (exit 2)."""
     # Text is read byte-faithfully (no newline translation): a CRLF document gets a middle
@@ -86,19 +99,34 @@ def run_complete(
             "give one input: a FILE (or - for stdin), --prefix-file/--suffix-file, or --jsonl"
         )
     settings, chain = _backends(load_settings, args)
+    _log_as_configured(settings, debug=debug)
     if args.jsonl:
-        text = _read_text(args.jsonl, stdin, "--jsonl")
+        text = _read_text(args.jsonl, stdin, "--jsonl", MAX_JSONL_BYTES)
         # Not splitlines(): U+2028 and friends may stand unescaped inside JSON strings.
         lines = [line.removesuffix("\r") for line in text.split("\n")]
         return asyncio.run(_run_batch(settings, chain, lines, args, stdout))
     context = _single_context(args, settings, stdin)
     completion = asyncio.run(_run_one(settings, chain, context, args))
     if args.as_json:
-        stdout.write(json.dumps(_describe(completion), ensure_ascii=False) + "\n")
+        stdout.write(result_line(_describe(completion)))
     else:
         stdout.write(completion.middle)
     stdout.flush()
     return EXIT_OK
+
+
+def _log_as_configured(settings: Settings, *, debug: bool) -> None:
+    """``[logging]`` and ``[privacy]`` hold for ``complete`` as for the daemon: the file gets
+    the configured level, the terminal warnings (everything with ``--debug``)."""
+    logs = settings.logging
+    setup_logging(
+        level="DEBUG" if debug else logs.level,
+        to_file=logs.file,
+        max_bytes=logs.max_bytes,
+        backups=logs.backups,
+        log_text=settings.privacy.log_text,
+        stderr_level="DEBUG" if debug else "WARNING",
+    )
 
 
 # -- choosing the backend ------------------------------------------------------------------
@@ -180,19 +208,41 @@ def _check_keys(settings: Settings, chain: Sequence[str], *, adhoc: bool) -> Non
 # -- inputs -----------------------------------------------------------------------------------
 
 
-def _read_text(source: str | Path, stdin: IO[str], what: str) -> str:
+MAX_DOCUMENT_BYTES = 16 * 2**20
+"""A document, prefix or suffix file: the engine sends a few thousand characters of it."""
+MAX_JSONL_BYTES = 256 * 2**20
+MAX_JSONL_LINE_CHARS = 16 * 2**20
+
+
+def _read_text(
+    source: str | Path, stdin: IO[str], what: str, limit: int = MAX_DOCUMENT_BYTES
+) -> str:
+    """The whole text of ``source`` (``-``: standard input), at most ``limit`` characters:
+    ``/dev/zero`` or a runaway pipe gets a clear error instead of eating the memory."""
+    shown = "standard input" if str(source) == "-" else str(source)
+    too_big = click.UsageError(
+        f"{what}: {shown} is larger than {limit // 2**20} MiB; anyfill reads at most that"
+    )
     try:
         if str(source) == "-":
-            return stdin.read()
-        with Path(source).open(encoding="utf-8", newline="") as file:
-            return file.read()
+            text = stdin.read(limit + 1)
+        else:
+            path = Path(source)
+            if path.is_dir():
+                raise click.UsageError(f"{what}: {source} is a directory")
+            with path.open(encoding="utf-8", newline="") as file:
+                text = file.read(limit + 1)
     except FileNotFoundError:
         raise click.UsageError(f"{what}: no such file: {source}") from None
     except UnicodeDecodeError:
-        shown = "standard input" if str(source) == "-" else source
         raise click.UsageError(f"{what}: {shown} is not UTF-8 text") from None
+    except MemoryError:
+        raise too_big from None
     except OSError as exc:
         raise click.UsageError(f"{what}: cannot read {source}: {exc.strerror}") from None
+    if len(text) > limit:
+        raise too_big
+    return text
 
 
 def _single_context(args: CompleteArgs, settings: Settings, stdin: IO[str]) -> Context:
@@ -203,6 +253,8 @@ def _single_context(args: CompleteArgs, settings: Settings, stdin: IO[str]) -> C
         return _context(prefix, suffix, filename)
     source = args.document or "-"
     text = _read_text(source, stdin, "FILE")
+    if args.marker is not None and not args.marker:
+        raise click.UsageError("--marker cannot be empty: name the text that marks the cursor")
     marker = args.marker or settings.capture.cursor_marker
     shown = "standard input" if source == "-" else source
     count = text.count(marker)
@@ -260,18 +312,81 @@ class _Line:
     error: str | None
 
 
-def _parse_line(number: int, line: str) -> _Line:
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unicode_problem(*texts: str) -> bool:
+    """A lone surrogate (``"\\ud800"``) is valid JSON syntax but no Unicode text."""
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        return _Line(number, number, None, f"line {number}: not JSON ({exc.msg})")
+        for text in texts:
+            text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _parse_line(number: int, line: str) -> _Line:
+    if len(line) > MAX_JSONL_LINE_CHARS:
+        limit = MAX_JSONL_LINE_CHARS // 2**20
+        return _Line(number, None, None, f"line {number}: longer than {limit} MiB; skipped")
+    try:
+        obj = json.loads(line, parse_constant=_reject_constant)
+    except ValueError as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        return _Line(number, None, None, f"line {number}: not JSON ({reason})")
     if not isinstance(obj, dict):
-        return _Line(number, number, None, f"line {number}: expected a JSON object")
-    ident = obj.get("id", number)
+        return _Line(number, None, None, f"line {number}: expected a JSON object")
+    ident = obj.get("id")
     prefix, suffix = obj.get("prefix"), obj.get("suffix", "")
     if not isinstance(prefix, str) or not isinstance(suffix, str):
         return _Line(number, ident, None, f'line {number}: "prefix" and "suffix" must be strings')
-    return _Line(number, ident, _context(prefix, suffix, str(obj.get("filename") or "")), None)
+    filename = obj.get("filename") or ""
+    if not isinstance(filename, str) or _unicode_problem(prefix, suffix, filename):
+        return _Line(
+            number, ident, None, f"line {number}: text with a lone surrogate is not Unicode text"
+        )
+    return _Line(number, ident, _context(prefix, suffix, filename), None)
+
+
+def result_line(result: dict[str, Any]) -> str:
+    """One strict JSON line (RFC 8259: no NaN, no lone surrogates in the UTF-8 output)."""
+    text = json.dumps(result, ensure_ascii=False, allow_nan=False)
+    if _unicode_problem(text):
+        text = json.dumps(result, ensure_ascii=True, allow_nan=False)
+    return text + "\n"
+
+
+#: How long one batch line keeps asking a backend that answers "later" (429, 5xx, resets).
+BATCH_PATIENCE_S = 120.0
+#: Tries of a line whose backend failed (5xx, a reset); a rate limit only costs time.
+BATCH_ATTEMPTS = 4
+
+
+async def _complete_patiently(
+    engine: Engine, request: CompletionRequest, sleep: Callable[[float], Awaitable[None]]
+) -> Completion:
+    """A batch line waits for its backends instead of failing. A rate limit (the server's
+    429, or the pause it started) is waited out as long as the server asked, within
+    ``BATCH_PATIENCE_S``; another retryable failure is tried again after a short backoff,
+    ``BATCH_ATTEMPTS`` times at most."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + BATCH_PATIENCE_S
+    failures = 0
+    for attempt in itertools.count(1):
+        try:
+            return await engine.complete(replace(request, id=f"{request.id}.{attempt}"))
+        except BackendError as exc:
+            if isinstance(exc, RateLimited):
+                wait = exc.retry_after if exc.retry_after is not None else 1.0
+            else:
+                failures += 1
+                wait = min(2.0, 0.25 * 2 ** (failures - 1))
+            wait += random.uniform(0, 0.25)  # the lines that waited together spread out
+            if not exc.retryable or failures >= BATCH_ATTEMPTS or loop.time() + wait > give_up:
+                raise
+            await sleep(wait)
+    raise AssertionError("unreachable")
 
 
 async def _run_batch(
@@ -290,20 +405,31 @@ async def _run_batch(
     async with Engine(settings) as engine:
 
         async def answer(line: _Line) -> dict[str, Any]:
-            out: dict[str, Any] = {"id": line.id, "middle": None, "backend": None, "ms": None}
+            out: dict[str, Any] = {
+                "id": line.id,
+                "line": line.number,
+                "middle": None,
+                "backend": None,
+                "ms": None,
+            }
             if line.context is None:
                 return {**out, "error": line.error}
             # Batch priority: lines are independent, none supersedes another.
             request = CompletionRequest(
-                line.context, backends=chain, max_tokens=args.max_tokens, priority="batch"
+                line.context,
+                id=f"line-{line.number}",
+                backends=chain,
+                max_tokens=args.max_tokens,
+                priority="batch",
             )
             async with gate:
                 try:
-                    done = await engine.complete(request)
+                    done = await _complete_patiently(engine, request, asyncio.sleep)
                 except AnyfillError as exc:
-                    return {**out, "error": str(exc)}
+                    log.info("line %d failed: %s", line.number, error_text(exc))
+                    return {**out, "error": redact(error_text(exc))}
             return {
-                "id": line.id,
+                **out,
                 "middle": done.middle,
                 "backend": done.backend,
                 "ms": round(done.ms, 1),
@@ -314,7 +440,7 @@ async def _run_batch(
         for task in tasks:  # in input order, each as soon as it and those before are done
             result = await task
             failed = failed or result["error"] is not None
-            stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+            stdout.write(result_line(result))
             stdout.flush()
     return EXIT_SOME_FAILED if failed else EXIT_OK
 

@@ -8,12 +8,14 @@ press, and announce the result as a :class:`DaemonStatus` on the bus.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from anyfill.config.model import InsertMode, Settings
 from anyfill.daemon.bus import EventBus
-from anyfill.daemon.bus.status import DaemonStatus
+from anyfill.daemon.bus.status import DaemonStatus, ShowWindow
+from anyfill.daemon.control.commands import Commands
 from anyfill.daemon.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -40,9 +42,62 @@ class Core:
         self.bus = bus
         self.config_path = config_path
         """The file watched for changes (``None``: the default path)."""
-        self.paused = False
+        self._paused = False
         self.pipeline: Pipeline | None = None
         self.preview: PreviewPort | None = None
+        self.ui = ""
+        """The attached front end ("tray"), empty when headless."""
+        self.ui_status: dict[str, Any] = {}
+        """What the front end reports about itself for ``anyfill status``."""
+
+    def attach(self, pipeline: Pipeline | None, preview: PreviewPort | None) -> None:
+        """The desktop path is up (or, with None, down); a pause chosen before holds."""
+        self.pipeline, self.preview = pipeline, preview
+        if pipeline is not None:
+            pipeline.paused = self._paused
+
+    @property
+    def paused(self) -> bool:
+        return self.pipeline.paused if self.pipeline is not None else self._paused
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        self._paused = value
+        if self.pipeline is not None:
+            self.pipeline.paused = value
+
+    def install_commands(self, commands: Commands) -> None:
+        """Control-socket commands that go through the core, so the tray hears of them."""
+        commands.register(
+            "pause",
+            lambda _: self._state(self.pause()),
+            replace=True,
+            summary="ignore hotkey presses until resume",
+        )
+        commands.register(
+            "resume",
+            lambda _: self._state(self.resume()),
+            replace=True,
+            summary="act on hotkey presses again",
+        )
+        if not self.ui:
+            return
+        commands.ui = self.ui
+        commands.add_status_section(self.ui, lambda: dict(self.ui_status))
+        for window in ("settings", "diagnostics"):
+            commands.register(
+                f"show-{window}",
+                partial(self._show, window),
+                summary=f"open the {window} window of the running anyfill",
+            )
+
+    def _state(self, status: DaemonStatus) -> dict[str, Any]:
+        busy = self.pipeline is not None and self.pipeline.busy
+        return {"state": "paused" if status.paused else "working" if busy else "idle"}
+
+    def _show(self, window: str, args: dict[str, Any]) -> dict[str, Any]:
+        self.bus.publish(ShowWindow(window))
+        return {"shown": window}
 
     # -- state ------------------------------------------------------------------------
 

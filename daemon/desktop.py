@@ -183,6 +183,25 @@ class Windows(Protocol):
         ...
 
 
+class PreviewInput(Protocol):
+    """What a preview popup needs of the desktop: its keys, and the user's activity."""
+
+    async def grab_keys(
+        self, bindings: Mapping[str, Hotkey], on_key: Callable[[str], None]
+    ) -> frozenset[int]:
+        """Take these keys from every application until :meth:`release_keys`; returns the
+        platform key codes they (and the modifiers) use, which :meth:`watch_activity`
+        reports too."""
+        ...
+
+    async def release_keys(self) -> None: ...
+
+    def watch_activity(self, on_activity: Callable[[str, int], None]) -> Callable[[], None]:
+        """Report every key press ("key", code) and click ("click", button) anywhere,
+        whoever has the focus; returns the function that stops watching."""
+        ...
+
+
 class HotkeyGrabs(Protocol):
     def rebind(self, bindings: Mapping[Action, Hotkey]) -> list[str]:
         """Take the changed combinations, release the old ones; a taken new combination
@@ -213,6 +232,11 @@ class Desktop:
     windows: Windows
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the connection to the display broke: the daemon cannot go on."""
+    preview_input: PreviewInput | None = None
+    """None where the platform cannot grab the popup keys (then no preview popup)."""
+    problems: list[str] = field(default_factory=list)
+    """What the user should fix that did not stop the desktop (a hotkey another program
+    holds); the daemon announces each on the bus."""
     hotkeys: HotkeyGrabs | None = None
     """The live hotkey grabs, when the platform can change them while running."""
     direct: DirectInsert | None = None

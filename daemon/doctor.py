@@ -1,8 +1,11 @@
 """``anyfill doctor``: check the set-up a completion needs and say what to fix.
 
-Every check is read-only: it sends no completion, types nothing and leaves the clipboard
-alone. Backends are asked for their health concurrently, each bounded by its connect
-timeout, so a dead server costs seconds, not minutes.
+Every check is read-only: it types nothing and leaves the clipboard alone. Backends are
+asked for their health concurrently, each bounded by its connect timeout, so a dead server
+costs seconds, not minutes. A llama-server also gets one tiny infill (a few tokens): a
+server that answers /health may still hold a model that cannot fill in the middle. A
+backend that fails while one before it in ``routing.default`` works is a warning: the
+chain still answers.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from typing import Literal
 
 from anyfill.config.model import BackendConfig, Settings
 from anyfill.config.secrets import resolve_api_key
-from anyfill.daemon.errors import AnyfillError
+from anyfill.daemon.backends.base import Backend
+from anyfill.daemon.errors import AnyfillError, error_text
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -41,7 +45,8 @@ async def diagnose(
     findings = [_config_file(config_path)]
     enabled = [backend for backend in settings.backends if backend.enabled]
     servers = [b for b in enabled if b.type != "llamacpp-managed"]
-    findings += await asyncio.gather(*(_backend(b, environ) for b in servers))
+    checked = await asyncio.gather(*(_backend(b, environ) for b in servers))
+    findings += _fallbacks_warn(settings, servers, list(checked))
     findings += await _managed(settings, [b for b in enabled if b.type == "llamacpp-managed"])
     findings = _covered_by_managed(settings, findings)
     findings.append(await _broker(settings, environ))
@@ -82,6 +87,62 @@ def _config_file(path: Path) -> Finding:
     )
 
 
+def _fallbacks_warn(
+    settings: Settings, enabled: list[BackendConfig], checked: list[Finding]
+) -> list[Finding]:
+    """A failing backend behind a working one in the chain (or outside the chain while the
+    chain works) only warns: completions still come."""
+    by_name = {config.name: finding for config, finding in zip(enabled, checked, strict=True)}
+    chain = [name for name in settings.routing.default if name in by_name]
+    first_ok = next((name for name in chain if by_name[name].status == "ok"), None)
+    result = []
+    for config, finding in zip(enabled, checked, strict=True):
+        name = config.name
+        behind = first_ok is not None and (
+            name not in chain or chain.index(name) > chain.index(first_ok)
+        )
+        if finding.status == "fail" and behind:
+            role = "a fallback" if name in chain else "not in routing.default"
+            detail = f"{finding.detail} ({role}; '{first_ok}' answers)"
+            result.append(Finding("warn", finding.topic, detail))
+        else:
+            result.append(finding)
+    return result
+
+
+#: The tiny infill a llama-server must answer: it proves the model can fill in the middle.
+PROBE_PREFIX = "def add(a, b):\n    return "
+PROBE_SUFFIX = "\n\nprint(add(1, 2))\n"
+
+
+async def _can_infill(backend: Backend) -> str:
+    """Ask for a few tokens of a middle; returns how the backend asked (native or a
+    template). Raises the backend's error when its model cannot fill in the middle."""
+    from anyfill.daemon.backends.base import FimPrompt, Plan
+    from anyfill.daemon.backends.common import closing_stream
+
+    plans: list[Plan] = []
+
+    class Watch:
+        def on_response(self, status: int, headers: Mapping[str, str]) -> None:
+            pass
+
+        def on_usage(self, usage: object) -> None:
+            pass
+
+        def on_plan(self, plan: Plan) -> None:
+            plans.append(plan)
+
+    prompt = FimPrompt(prefix=PROBE_PREFIX, suffix=PROBE_SUFFIX, max_tokens=4)
+    async with closing_stream(backend.stream(prompt, Watch())) as chunks:
+        async for _ in chunks:
+            pass
+    plan = plans[-1] if plans else None
+    if plan is None or plan.mode == "native":
+        return "fills in the middle natively (/infill)"
+    return f"fills in the middle with the '{plan.template}' template ({plan.note or 'configured'})"
+
+
 async def _backend(config: BackendConfig, environ: Mapping[str, str]) -> Finding:
     from anyfill.daemon.backends.http import make_client
     from anyfill.daemon.backends.registry import create_backend
@@ -94,18 +155,24 @@ async def _backend(config: BackendConfig, environ: Mapping[str, str]) -> Finding
     async with make_client(config) as client:
         backend = create_backend(config, client, key)
         started = time.monotonic()
+        infill = ""
         try:
             async with asyncio.timeout(config.timeouts.connect_s + 5):
                 await backend.health()
+            ms = (time.monotonic() - started) * 1000
+            if config.type == "llamacpp":
+                async with asyncio.timeout(config.timeouts.total_s + 5):
+                    infill = "; " + await _can_infill(backend)
         except TimeoutError:
             return Finding("fail", topic, f"{config.url} did not answer within the timeout")
         except AnyfillError as exc:
-            return Finding("fail", topic, str(exc))
+            return Finding("fail", topic, error_text(exc))
         finally:
             await backend.aclose()  # a broker connection (type mqtt)
-    ms = (time.monotonic() - started) * 1000
     model = f", model {config.model}" if config.model else ""
-    return Finding("ok", topic, f"{config.type} at {config.url}{model} answers ({ms:.0f} ms)")
+    return Finding(
+        "ok", topic, f"{config.type} at {config.url}{model} answers ({ms:.0f} ms){infill}"
+    )
 
 
 async def _broker(settings: Settings, environ: Mapping[str, str]) -> Finding:

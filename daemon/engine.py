@@ -18,7 +18,7 @@ from types import TracebackType
 
 import httpx
 
-from anyfill.config.model import Settings
+from anyfill.config.model import BackendConfig, Settings
 from anyfill.config.secrets import resolve_api_key
 from anyfill.daemon.backends.base import Backend, FimPrompt, Plan, Usage
 from anyfill.daemon.backends.common import closing_stream
@@ -37,6 +37,7 @@ from anyfill.daemon.completion import (
 from anyfill.daemon.errors import AnyfillError, ProtocolError, RequestDropped
 from anyfill.daemon.fim.chat import extract_middle
 from anyfill.daemon.fim.postprocess import clean, wants_single_line
+from anyfill.daemon.log import register_secret, secret_header_values
 from anyfill.daemon.scheduler import Scheduler
 
 __all__ = ["DispatcherFactory", "Engine", "trim_context"]
@@ -62,6 +63,14 @@ def trim_context(prefix: str, suffix: str, max_prefix: int, max_suffix: int) -> 
         if newline > 0:
             suffix = suffix[: newline + 1]
     return prefix, suffix
+
+
+def register_secrets(config: BackendConfig, key: str | None) -> None:
+    """Every credential this backend holds is masked wherever it would be printed or
+    logged (an error body may echo it)."""
+    register_secret(key)
+    for value in secret_header_values(config.headers):
+        register_secret(value)
 
 
 class Engine:
@@ -135,6 +144,7 @@ class Engine:
             except AnyfillError as exc:  # kept: raised when a request reaches this backend
                 self.unusable[config.name] = exc
                 continue
+            register_secrets(config, key)
             client = make_client(config)
             self._clients.append(client)
             self.backends[config.name] = create_backend(
@@ -253,6 +263,12 @@ class Engine:
         if plan is None:
             raise ProtocolError(backend or "?", f"backend '{backend}' never said how it asked")
         text = "".join(raw)
+        if not text.isascii() and not _is_unicode(text):
+            raise ProtocolError(
+                backend,
+                f"backend '{backend}' sent text with a lone surrogate, which is not Unicode; "
+                "its answer was refused, nothing inserted",
+            )
         return Completion(
             request_id=request.id,
             middle=finish(text, plan, prompt),
@@ -288,7 +304,24 @@ def _announce_end(bus: EventBus, request_id: str, task: asyncio.Task[Completion]
     )
 
 
+def _is_unicode(text: str) -> bool:
+    """False for text with a lone surrogate (a JSON ``"\\ud800"`` escape decodes to one)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def finish(raw: str, plan: Plan, prompt: FimPrompt) -> str:
     """The exact middle from a raw answer: chat replies are unwrapped first."""
     text = extract_middle(raw) if plan.mode == "chat" else raw
-    return clean(text, prompt.prefix, prompt.suffix, stop=plan.stop, single_line=prompt.single_line)
+    return clean(
+        text,
+        prompt.prefix,
+        prompt.suffix,
+        stop=plan.stop,
+        single_line=prompt.single_line,
+        # A server's own FIM with a model we cannot name: any family's sentinel may leak.
+        family_known=plan.mode != "native" or bool(plan.template),
+    )

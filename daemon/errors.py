@@ -66,6 +66,7 @@ __all__ = [
     "SelectionAppeared",
     "ServerError",
     "UnsupportedFeature",
+    "error_text",
 ]
 
 
@@ -221,3 +222,16 @@ class CommandRefused(ControlError):
 
 class AutostartError(AnyfillError):
     """``anyfill autostart`` could not do what was asked; nothing was changed."""
+
+
+def error_text(exc: BaseException) -> str:
+    """What to tell the user about ``exc``: its message, and when every backend of a chain
+    failed, each one's failure, the first choice first (the cause to fix is usually there,
+    not in the last fallback's "nothing listens")."""
+    for note in getattr(exc, "__notes__", ()):
+        if isinstance(note, str) and note.startswith(EVERY_BACKEND_FAILED):
+            return note
+    return str(exc)
+
+
+EVERY_BACKEND_FAILED = "every backend failed: "

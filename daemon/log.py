@@ -12,11 +12,25 @@ import logging
 import logging.handlers
 import re
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 import platformdirs
 
-__all__ = ["Private", "RedactingFilter", "log_dir", "register_secret", "setup_logging"]
+__all__ = [
+    "FILE_ONLY",
+    "Private",
+    "RedactingFilter",
+    "log_dir",
+    "redact",
+    "register_secret",
+    "secret_header_values",
+    "setup_logging",
+    "text_shown",
+]
+
+FILE_ONLY = {"file_only": True}
+"""``extra=`` for a record the terminal already shows another way (the CLI's error line)."""
 
 _secrets: set[str] = set()
 _secrets_lock = threading.Lock()
@@ -27,6 +41,7 @@ _KEY_PATTERNS = [
     re.compile(r"(?i)((?:x-api-key|x-goog-api-key|api[_-]?key)\s*[:=]\s*['\"]?)[^\s'\",]+"),
     re.compile(r"(?i)([?&]key=)[^&\s'\"]+"),
     re.compile(r"()\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}"),
+    re.compile(r"()\bAIza[0-9A-Za-z_-]{30,}"),  # Google API keys
 ]
 
 
@@ -42,6 +57,27 @@ class Private:
         return self.text if _show_text else f"<{len(self.text)} chars hidden>"
 
     __repr__ = __str__
+
+
+def text_shown() -> bool:
+    """Whether the user opted in to captured text in logs and messages (privacy.log_text)."""
+    return _show_text
+
+
+_SECRET_HEADER = re.compile(r"(?i)auth|key|token|secret|cookie|session|pass|signature|credential")
+
+
+def secret_header_values(headers: Mapping[str, str]) -> list[str]:
+    """Values of headers whose names say they carry a credential (the bearer part alone
+    too: ``Bearer abc`` may be echoed as ``abc``)."""
+    values: list[str] = []
+    for name, value in headers.items():
+        if _SECRET_HEADER.search(name) and value:
+            values.append(value)
+            scheme, _, token = value.partition(" ")
+            if token and scheme.lower() in ("bearer", "basic", "token"):
+                values.append(token)
+    return values
 
 
 def register_secret(value: str | None) -> None:
@@ -88,9 +124,13 @@ def setup_logging(
     backups: int = 3,
     log_text: bool = False,
     stderr: bool = True,
+    stderr_level: str | None = None,
     directory: Path | None = None,
 ) -> Path | None:
-    """Configure the ``anyfill`` logger; returns the log file path when one is written."""
+    """Configure the ``anyfill`` logger; returns the log file path when one is written.
+
+    ``stderr_level``: a higher threshold for the terminal than for the file (``complete``
+    prints its result there)."""
     global _show_text  # noqa: PLW0603 - one process-wide privacy switch
     _show_text = log_text
     logger = logging.getLogger("anyfill")
@@ -115,6 +155,9 @@ def setup_logging(
         console = logging.StreamHandler()
         console.setFormatter(logging.Formatter("anyfill: %(levelname)s: %(message)s"))
         console.addFilter(redactor)
+        console.addFilter(lambda record: not getattr(record, "file_only", False))
+        if stderr_level is not None:
+            console.setLevel(stderr_level)
         logger.addHandler(console)
     logger.propagate = False
     return path

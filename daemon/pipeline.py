@@ -24,16 +24,19 @@ from anyfill.daemon.bus.status import PressFinished, PressStarted
 from anyfill.daemon.capture.base import Captured, ReadBack, Strategy, capture
 from anyfill.daemon.completion import Completer, Completion, CompletionRequest
 from anyfill.daemon.desktop import ClipSnapshot, Desktop, Target
-from anyfill.daemon.errors import AnyfillError, FocusChanged, SecureField
+from anyfill.daemon.errors import AnyfillError, FocusChanged, SecureField, error_text
 from anyfill.daemon.hotkeys import Action
 from anyfill.daemon.inject.focus import ensure_focus
 from anyfill.daemon.inject.inserter import Inserter
 from anyfill.daemon.log import Private
+from anyfill.daemon.preview import PreviewController
 
 log = logging.getLogger("anyfill.pipeline")
 
 T = TypeVar("T")
-Status = Literal["inserted", "sent", "clipboard", "kept", "empty", "skipped", "failed", "cancelled"]
+Status = Literal[
+    "inserted", "sent", "clipboard", "kept", "empty", "skipped", "failed", "cancelled", "dismissed"
+]
 """``inserted``: the text was read back in the document. ``sent``: it was pasted or
 typed but could not be checked (the completion stays in the history to paste by hand)."""
 VERIFY_CHARS = 200
@@ -71,9 +74,12 @@ class Pipeline:
         strategies: Mapping[CaptureStrategy, Strategy],
         *,
         bus: EventBus | None = None,
+        preview: PreviewController | None = None,
     ) -> None:
         self._desktop = desktop
         self._bus = bus
+        self._preview = preview
+        """Shows the completion before it goes in; None (headless): insert directly."""
         self._presses = 0
         self._completer = completer
         self._settings = settings
@@ -166,7 +172,8 @@ class Pipeline:
         self.history.append(outcome)
         if self._bus is not None:
             self._bus.publish(finished_event(outcome, press))
-        fine = outcome.status in ("inserted", "sent", "clipboard")
+        # dismissed: the user's own choice
+        fine = outcome.status in ("inserted", "sent", "clipboard", "dismissed")
         level = logging.INFO if fine else logging.WARNING
         log.log(
             level,
@@ -197,7 +204,10 @@ class Pipeline:
             )
         if desktop.windows.is_password_field(target):
             return Outcome(action, "skipped", "the caret is in a password field", target.app)
-        if action == "preview":
+        previewing = self._preview is not None and "preview" in (action, app.mode)
+        if previewing:
+            app = replace(app, mode="paste" if app.mode == "preview" else app.mode)
+        elif action == "preview":
             log.info("no preview window in headless mode; inserting directly")
         captured: Captured | None = None
         try:
@@ -216,11 +226,18 @@ class Pipeline:
                     Private(captured.context.prefix),
                     Private(captured.context.suffix),
                 )
-                completion = await self._completer.complete(request)
+                if previewing and self._preview is not None:
+                    shown = await self._preview.run(request, target, self._completer)
+                    if shown is None:
+                        reason = self._preview.last_reason
+                        return Outcome(action, "dismissed", reason, target.app)
+                    completion = shown
+                else:
+                    completion = await self._completer.complete(request)
             except SecureField as exc:
                 return Outcome(action, "skipped", str(exc), target.app)
-            except AnyfillError as exc:
-                return Outcome(action, "failed", str(exc), target.app, ms=_ms(started))
+            except AnyfillError as exc:  # every backend's failure when all failed
+                return Outcome(action, "failed", error_text(exc), target.app, ms=_ms(started))
             finally:
                 self._request_id = None
             outcome = await self._deliver(
@@ -361,7 +378,7 @@ def finished_event(outcome: Outcome, press: int) -> PressFinished:
         method=outcome.method,
         ms=outcome.ms,
         backend=outcome.backend,
-        at=time.time(),
+        at=outcome.finished,
     )
 
 

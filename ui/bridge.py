@@ -22,6 +22,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from typing import Any, TypeVar
 
 from PySide6.QtCore import QObject, Signal, Slot
@@ -63,9 +64,7 @@ class CoreBridge(QObject):
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
-        self.settings = settings
-        """The settings the core runs with. The core's commands change them on its thread:
-        read them in the GUI for display only, and change them only through commands."""
+        self._settings = settings
         self._runner = runner
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -74,6 +73,13 @@ class CoreBridge(QObject):
         self._started = threading.Event()
         self._serving = False
         self._deliver.connect(self._run_delivery)
+
+    @property
+    def settings(self) -> Settings:
+        """The settings in force (a reload replaces the object). Read them in the GUI for
+        display only; change them only through commands or by saving the file."""
+        core = self._core
+        return core.settings if core is not None else self._settings
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -120,7 +126,8 @@ class CoreBridge(QObject):
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         bus = EventBus()
-        core = Core(self.settings, bus)
+        core = Core(self._settings, bus)
+        core.ui = "tray"
         self._core = core
         bus.listen(self.core_event.emit)
         self._started.set()
@@ -128,7 +135,7 @@ class CoreBridge(QObject):
         if runner is None:
             from anyfill.daemon.app import serve_core
 
-            runner = serve_core
+            runner = partial(serve_core, preview=True)
 
         def on_ready() -> None:
             self.ready.emit(core.announce())

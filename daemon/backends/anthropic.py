@@ -13,7 +13,7 @@ from typing import Any
 from anyfill.daemon.backends.base import Capabilities, FimPrompt, StreamObserver, Usage
 from anyfill.daemon.backends.chat import chat_plan, chat_prompt
 from anyfill.daemon.backends.common import HttpBackend, join_url
-from anyfill.daemon.backends.wire import error_for_status, iter_sse, parse_json
+from anyfill.daemon.backends.wire import cut_short, error_for_status, iter_sse, parse_json
 from anyfill.daemon.errors import ProtocolError
 
 __all__ = ["AnthropicBackend"]
@@ -78,8 +78,9 @@ class AnthropicBackend(HttpBackend):
                     raise ProtocolError(self.name, f"backend '{self.name}' sent a non-object event")
                 kind = obj.get("type", event.event)
                 if kind == "error" or event.event == "error":
-                    error = obj.get("error") or {}
-                    status = EVENT_STATUS.get(str(error.get("type")), 500)
+                    error = obj.get("error")
+                    kind_name = error.get("type") if isinstance(error, dict) else None
+                    status = EVENT_STATUS.get(str(kind_name), 500)
                     raise error_for_status(
                         self.name,
                         status,
@@ -104,9 +105,7 @@ class AnthropicBackend(HttpBackend):
                         observer.on_usage(usage)
                 self.check_deadline(deadline)
             if not stopped:
-                raise ProtocolError(
-                    self.name, f"backend '{self.name}' ended the stream before message_stop"
-                )
+                raise cut_short(self.name, "message_stop")
 
     async def health(self) -> None:
         await self.probe(join_url(self.config.url, "/v1", "/models"))

@@ -94,6 +94,8 @@ class BatchResult:
     text: str = ""
     error: Exception | None = None
     usage: Usage = field(default_factory=Usage)
+    plan: Plan | None = None
+    """How this prompt was asked, when it differs from the batch's (one request each)."""
 
 
 class Backend(abc.ABC):

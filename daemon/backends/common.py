@@ -24,9 +24,19 @@ from anyfill.daemon.backends.wire import (
     error_for_status,
     map_transport_errors,
     parse_json,
+    request_strings,
     transport_error,
 )
-from anyfill.daemon.errors import AnyfillError, BackendTimeout, ProtocolError, UnsupportedFeature
+from anyfill.daemon.backends.wire import (
+    origin as _origin,
+)
+from anyfill.daemon.errors import (
+    AnyfillError,
+    BackendTimeout,
+    BackendUnavailable,
+    ProtocolError,
+    UnsupportedFeature,
+)
 from anyfill.daemon.fim.templates import FimTemplate
 
 __all__ = [
@@ -197,9 +207,8 @@ class HttpBackend(Backend):
     async def post_json(self, url: str, body: Any, observer: StreamObserver | None = None) -> Any:
         """A non-streamed POST answered with one JSON document."""
         async with self.request("POST", url, json=body, observer=observer) as response:
-            with map_transport_errors(self.name, url, streaming=True):
-                raw = await response.aread()
-        return parse_json(raw.decode("utf-8", "replace"), self.name)
+            raw = await read_body(response, self.name, url)
+        return parse_json_bytes(raw, self.name)
 
     def deadline(self) -> float:
         return time.monotonic() + self.config.timeouts.total_s
@@ -227,17 +236,48 @@ class HttpBackend(Backend):
         """Without a prompt-list API: one streamed request per prompt, run together."""
         if not self.capabilities.prompt_list:
             raise UnsupportedFeature(self.name, f"backend '{self.name}' cannot batch prompts")
-        return await self.batch_one_by_one(prompts)
+        return await self.batch_one_by_one(prompts, observer)
 
-    async def batch_one_by_one(self, prompts: Sequence[FimPrompt]) -> list[BatchResult]:
+    async def batch_one_by_one(
+        self, prompts: Sequence[FimPrompt], observer: StreamObserver | None = None
+    ) -> list[BatchResult]:
+        """Each prompt as its own streamed request, run together. Each result carries the
+        plan its request used (the cleaner needs its stop strings), and the first plan is
+        also reported as the batch's."""
+
         async def one(prompt: FimPrompt) -> BatchResult:
+            seen = _PlanCatcher(observer)
             try:
-                async with closing_stream(self.stream(prompt)) as chunks:
-                    return BatchResult(text="".join([chunk async for chunk in chunks]))
+                async with closing_stream(self.stream(prompt, seen)) as chunks:
+                    text = "".join([chunk async for chunk in chunks])
             except AnyfillError as exc:
                 return BatchResult(error=exc)
+            return BatchResult(text=text, usage=seen.usage, plan=seen.plan)
 
         return list(await asyncio.gather(*(one(p) for p in prompts)))
+
+
+class _PlanCatcher:
+    """Keeps one request's plan and usage; passes headers and the first plan on."""
+
+    __slots__ = ("outer", "plan", "usage")
+
+    def __init__(self, outer: StreamObserver | None) -> None:
+        self.outer = outer
+        self.plan: Plan | None = None
+        self.usage = Usage()
+
+    def on_response(self, status: int, headers: Mapping[str, str]) -> None:
+        if self.outer is not None:
+            self.outer.on_response(status, headers)
+
+    def on_usage(self, usage: Usage) -> None:
+        self.usage = usage
+
+    def on_plan(self, plan: Plan) -> None:
+        self.plan = plan
+        if self.outer is not None:
+            self.outer.on_plan(plan)
 
 
 class OpenResponse:
@@ -268,6 +308,16 @@ class OpenResponse:
         try:
             if self._observer is not None:
                 self._observer.on_response(response.status_code, response.headers)
+            status = response.status_code
+            if 300 <= status < 400:
+                raise redirect_error(backend.name, status, self._url, response.headers)
+            if status < 300 and "text/html" in response.headers.get("content-type", ""):
+                raise ProtocolError(
+                    backend.name,
+                    f"backend '{backend.name}' answered {status} with an HTML page, not its "
+                    f"API: {_origin(self._url)} is a web server; fix the backend's url",
+                    status=status,
+                )
             if response.status_code >= 400:
                 with map_transport_errors(backend.name, self._url):
                     body = await response.aread()
@@ -279,6 +329,7 @@ class OpenResponse:
                     url=self._url,
                     model=backend.model_name(),
                     key_hint=backend.key_hint(),
+                    sent=request_strings(self._request.content),
                 )
         except BaseException:
             await response.aclose()
@@ -288,6 +339,48 @@ class OpenResponse:
     async def __aexit__(self, *exc_info: object) -> None:
         if self._response is not None:
             await self._response.aclose()
+
+
+def redirect_error(
+    backend: str, status: int, url: str, headers: Mapping[str, str]
+) -> BackendUnavailable:
+    """A 3xx: anyfill does not follow redirects (a key must not travel to another host)."""
+    location = headers.get("location", "")
+    where = (
+        f" to {_origin(location)}{httpx.URL(location).path}"
+        if location.startswith(("http://", "https://"))
+        else (f" to {location.split('?', 1)[0]}" if location else "")
+    )
+    return BackendUnavailable(
+        backend,
+        f"backend '{backend}' answered {status}, a redirect{where}; anyfill does not follow "
+        f"redirects: set the backend's url to the address the server points to",
+        status=status,
+    )
+
+
+async def read_body(response: httpx.Response, backend: str, url: str) -> bytes:
+    """The whole body; a transport failure or a body its Content-Encoding cannot decode
+    becomes our error."""
+    with map_transport_errors(backend, url, streaming=True):
+        try:
+            return await response.aread()
+        except httpx.DecodingError as exc:
+            raise ProtocolError(
+                backend,
+                f"backend '{backend}' sent a body that its Content-Encoding "
+                f"({response.headers.get('content-encoding', '?')}) cannot decode",
+            ) from exc
+
+
+def parse_json_bytes(raw: bytes, backend: str) -> Any:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(
+            backend, f"backend '{backend}' sent text that is not valid UTF-8; refused"
+        ) from exc
+    return parse_json(text, backend)
 
 
 def batch_results(

@@ -13,7 +13,7 @@ from typing import Any
 from anyfill.daemon.backends.base import Capabilities, FimPrompt, StreamObserver, Usage
 from anyfill.daemon.backends.chat import chat_plan, chat_prompt
 from anyfill.daemon.backends.common import HttpBackend, join_url
-from anyfill.daemon.backends.wire import error_for_status, iter_sse, parse_json
+from anyfill.daemon.backends.wire import cut_short, error_for_status, iter_sse, parse_json
 from anyfill.daemon.errors import BadRequest, ProtocolError
 
 __all__ = ["GeminiBackend"]
@@ -62,7 +62,9 @@ class GeminiBackend(HttpBackend):
                 if not isinstance(obj, dict):
                     raise ProtocolError(self.name, f"backend '{self.name}' sent a non-object event")
                 if "error" in obj:
-                    status = int((obj.get("error") or {}).get("code") or 500)
+                    error = obj.get("error")
+                    code = error.get("code") if isinstance(error, dict) else None
+                    status = code if type(code) is int and 400 <= code <= 599 else 500
                     raise error_for_status(
                         self.name, status, {}, event.data.encode(), url=url, model=self.model_name()
                     )
@@ -87,9 +89,7 @@ class GeminiBackend(HttpBackend):
                     )
                 self.check_deadline(deadline)
             if not finished:
-                raise ProtocolError(
-                    self.name, f"backend '{self.name}' ended the stream before its last chunk"
-                )
+                raise cut_short(self.name, "its last chunk")
 
     async def health(self) -> None:
         url = join_url(self.config.url, "/v1beta", f"/models/{self.model_name()}")

@@ -24,8 +24,14 @@ from anyfill.daemon.backends.base import (
     StreamObserver,
     Usage,
 )
-from anyfill.daemon.backends.common import HttpBackend, batch_results, raw_prompt
-from anyfill.daemon.backends.wire import error_message, iter_sse, parse_json
+from anyfill.daemon.backends.common import (
+    HttpBackend,
+    batch_results,
+    parse_json_bytes,
+    raw_prompt,
+    read_body,
+)
+from anyfill.daemon.backends.wire import cut_short, error_message, iter_sse, parse_json, server_said
 from anyfill.daemon.errors import (
     BadRequest,
     ConfigError,
@@ -164,8 +170,8 @@ class LlamaCppBackend(HttpBackend):
             if event.event == "error":
                 raise ServerError(
                     self.name,
-                    f"backend '{self.name}' failed mid-answer: "
-                    f"{error_message(event.data.encode())}",
+                    f"backend '{self.name}' failed mid-answer"
+                    f"{server_said(error_message(event.data.encode()))}",
                 )
             obj = parse_json(event.data, self.name)
             if not isinstance(obj, dict):
@@ -175,8 +181,8 @@ class LlamaCppBackend(HttpBackend):
             if "error" in obj:
                 raise ServerError(
                     self.name,
-                    f"backend '{self.name}' failed mid-answer: "
-                    f"{error_message(event.data.encode())}",
+                    f"backend '{self.name}' failed mid-answer"
+                    f"{server_said(error_message(event.data.encode()))}",
                 )
             content = obj.get("content")
             if isinstance(content, str) and content:
@@ -190,9 +196,7 @@ class LlamaCppBackend(HttpBackend):
                 continue
             self.check_deadline(deadline)
         if not done:
-            raise ProtocolError(
-                self.name, f"backend '{self.name}' ended the stream before its final event"
-            )
+            raise cut_short(self.name, "its final event")
 
     # -- finding a template ----------------------------------------------------------------
 
@@ -229,8 +233,11 @@ class LlamaCppBackend(HttpBackend):
         )
 
     async def _model_name(self) -> str:
-        async with self.request("GET", self.url("/props")) as response:
-            props = parse_json((await response.aread()).decode("utf-8", "replace"), self.name)
+        url = self.url("/props")
+        async with self.request("GET", url) as response:
+            props = parse_json_bytes(await read_body(response, self.name, url), self.name)
+        if not isinstance(props, dict):
+            raise ProtocolError(self.name, f"backend '{self.name}': /props is not a JSON object")
         path = str(props.get("model_path") or props.get("model_alias") or "")
         return path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".gguf")
 
@@ -264,7 +271,7 @@ class LlamaCppBackend(HttpBackend):
             if self._infill is False:
                 raise
             # No template for a prompt list, but /infill may still work: one by one.
-            return await self.batch_one_by_one(prompts)
+            return await self.batch_one_by_one(prompts, observer)
         if observer is not None:
             observer.on_plan(
                 Plan(mode="template", template=template.name, stop=template.stop, note=why)

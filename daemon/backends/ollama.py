@@ -19,7 +19,7 @@ from typing import Any
 from anyfill.daemon.backends.base import Capabilities, FimPrompt, Plan, StreamObserver, Usage
 from anyfill.daemon.backends.common import HttpBackend, raw_prompt
 from anyfill.daemon.backends.llamacpp import configured_template
-from anyfill.daemon.backends.wire import iter_ndjson
+from anyfill.daemon.backends.wire import cut_short, iter_ndjson, server_said
 from anyfill.daemon.errors import ConfigError, ProtocolError, ServerError, UnsupportedFeature
 from anyfill.daemon.fim.templates import (
     TEMPLATES,
@@ -105,7 +105,8 @@ class OllamaBackend(HttpBackend):
                     continue
                 if "error" in obj:
                     raise ServerError(
-                        self.name, f"backend '{self.name}' failed mid-answer: {obj['error']}"
+                        self.name,
+                        f"backend '{self.name}' failed mid-answer{server_said(str(obj['error']))}",
                     )
                 text = obj.get("response")
                 if isinstance(text, str) and text:
@@ -119,9 +120,7 @@ class OllamaBackend(HttpBackend):
                     continue
                 self.check_deadline(deadline)
             if not done:
-                raise ProtocolError(
-                    self.name, f"backend '{self.name}' ended the stream before its last line"
-                )
+                raise cut_short(self.name, "its last line")
 
     def _options(self, prompt: FimPrompt, template_stops: tuple[str, ...]) -> dict[str, Any]:
         options: dict[str, Any] = {

@@ -27,7 +27,13 @@ from anyfill.daemon.backends.base import (
 )
 from anyfill.daemon.backends.common import HttpBackend, batch_results, join_url, raw_prompt
 from anyfill.daemon.backends.llamacpp import configured_template
-from anyfill.daemon.backends.wire import error_message, iter_sse_batches, parse_json
+from anyfill.daemon.backends.wire import (
+    cut_short,
+    error_message,
+    iter_sse_batches,
+    parse_json,
+    server_said,
+)
 from anyfill.daemon.errors import (
     BadRequest,
     ConfigError,
@@ -90,7 +96,8 @@ async def read_openai_stream(
             if "error" in obj or obj.get("object") == "error":
                 raise ServerError(
                     backend,
-                    f"backend '{backend}' failed mid-answer: {error_message(data.encode())}",
+                    f"backend '{backend}' failed mid-answer"
+                    f"{server_said(error_message(data.encode()))}",
                 )
             usage = obj.get("usage")
             if observer is not None and isinstance(usage, dict):
@@ -108,7 +115,7 @@ async def read_openai_stream(
             yield "".join(texts)
         check_deadline()
     if not finished:
-        raise ProtocolError(backend, f"backend '{backend}' ended the stream before [DONE]")
+        raise cut_short(backend, "[DONE]")
 
 
 async def stream_openai(
@@ -257,7 +264,7 @@ class OpenAICompletionsBackend(HttpBackend):
         if not prompts:
             return []
         if self.native_suffix():
-            return await self.batch_one_by_one(prompts)
+            return await self.batch_one_by_one(prompts, observer)
         template = self.template()
         if observer is not None:
             observer.on_plan(Plan(mode="template", template=template.name, stop=template.stop))

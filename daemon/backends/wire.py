@@ -29,6 +29,7 @@ from anyfill.daemon.errors import (
     ServerError,
     UnsupportedFeature,
 )
+from anyfill.daemon.log import redact, text_shown
 
 __all__ = [
     "LineSplitter",
@@ -54,32 +55,70 @@ class SseEvent(NamedTuple):
     data: str
 
 
+MAX_LINE_BYTES = 8 * 1024 * 1024
+"""Longest line a stream may send: far above any event, bounds what one line can cost."""
+
+
+class StreamTextError(ValueError):
+    """A stream line is too long or not UTF-8 (the caller names the backend)."""
+
+
 class LineSplitter:
     """Bytes in, complete lines out (without their ends: LF, CRLF or a lone CR), as UTF-8.
 
     Splitting before decoding is safe: in UTF-8 no byte of a multi-byte character is a CR
-    or LF. Feed it each network read; ``flush`` returns a last line without an end.
+    or LF. Feed it each network read; ``flush`` returns a last line without an end. Only
+    the new bytes are searched for line ends and a long line's pieces are joined once, so
+    the cost stays linear in the line's length; a line over ``MAX_LINE_BYTES`` or bytes
+    that are not UTF-8 raise ``StreamTextError`` (text with U+FFFD in it is never
+    inserted).
     """
 
-    __slots__ = ("_after_cr", "_pending")
+    __slots__ = ("_after_cr", "_pending", "_pending_size")
 
     def __init__(self) -> None:
-        self._pending = b""
+        self._pending: list[bytes] = []
+        self._pending_size = 0
         self._after_cr = False  # the last read ended in CR: an LF opening the next is its pair
 
     def feed(self, raw: bytes) -> list[str]:
         chunk = raw[1:] if self._after_cr and raw[:1] == b"\n" else raw
-        pending = self._pending
-        buffer = pending + chunk if pending else chunk
-        self._after_cr = buffer[-1:] == b"\r"
-        if b"\r" in buffer:
-            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        *lines, self._pending = buffer.split(b"\n")
-        return [line.decode("utf-8", "replace") for line in lines]
+        if not chunk:
+            return []
+        self._after_cr = chunk[-1:] == b"\r"
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if b"\n" not in chunk:
+            self._pending.append(chunk)
+            self._pending_size += len(chunk)
+            if self._pending_size > MAX_LINE_BYTES:
+                raise StreamTextError(f"a line longer than {MAX_LINE_BYTES // 2**20} MiB")
+            return []
+        *lines, rest = chunk.split(b"\n")
+        if self._pending:
+            lines[0] = b"".join([*self._pending, lines[0]])
+        self._pending = [rest] if rest else []
+        self._pending_size = len(rest)
+        if len(lines[0]) > MAX_LINE_BYTES or self._pending_size > MAX_LINE_BYTES:
+            raise StreamTextError(f"a line longer than {MAX_LINE_BYTES // 2**20} MiB")
+        return [_decode(line) for line in lines]
 
     def flush(self) -> list[str]:
-        pending, self._pending = self._pending, b""
-        return [pending.decode("utf-8", "replace")] if pending else []
+        pending, self._pending, self._pending_size = self._pending, [], 0
+        return [_decode(b"".join(pending))] if pending else []
+
+
+def _decode(line: bytes) -> str:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StreamTextError("text that is not valid UTF-8") from exc
+
+
+def stream_text_error(backend: str, exc: StreamTextError) -> ProtocolError:
+    return ProtocolError(
+        backend, f"backend '{backend}' sent {exc}; its answer was refused, nothing inserted"
+    )
 
 
 def _plain(response: httpx.Response) -> bool:
@@ -184,6 +223,10 @@ async def iter_sse_batches(
             yield last
     except httpx.TransportError as exc:
         raise transport_error(backend, str(response.request.url), exc, streaming=True) from exc
+    except StreamTextError as exc:
+        raise stream_text_error(backend, exc) from exc
+    except httpx.DecodingError as exc:
+        raise undecodable(backend, response) from exc
 
 
 async def iter_sse(
@@ -200,7 +243,7 @@ async def iter_ndjson(
 ) -> AsyncIterator[dict[str, Any]]:
     """One JSON object per non-blank line (Ollama); a line that is not an object is an error."""
     with map_transport_errors(backend, str(response.request.url), streaming=True):
-        async for lines in iter_line_batches(response):
+        async for lines in _checked_lines(response, backend):
             if check is not None:
                 check()
             for line in lines:
@@ -212,6 +255,33 @@ async def iter_ndjson(
                         backend, f"backend '{backend}' sent a line that is not an object"
                     )
                 yield obj
+
+
+async def _checked_lines(response: httpx.Response, backend: str) -> AsyncIterator[list[str]]:
+    try:
+        async for lines in iter_line_batches(response):
+            yield lines
+    except StreamTextError as exc:
+        raise stream_text_error(backend, exc) from exc
+    except httpx.DecodingError as exc:
+        raise undecodable(backend, response) from exc
+
+
+def undecodable(backend: str, response: httpx.Response) -> ProtocolError:
+    encoding = response.headers.get("content-encoding", "?")
+    return ProtocolError(
+        backend,
+        f"backend '{backend}' sent a body that its Content-Encoding ({encoding}) cannot decode",
+    )
+
+
+def cut_short(backend: str, marker: str) -> ProtocolError:
+    """A stream that ended without its end marker: the connection closed mid-answer."""
+    return ProtocolError(
+        backend,
+        f"backend '{backend}' ended the stream before {marker}: the connection closed in the "
+        "middle of the answer (reset by the server or the network); nothing was inserted",
+    )
 
 
 def parse_json(text: str, backend: str) -> Any:
@@ -239,7 +309,7 @@ def transport_error(
     backend: str, url: str, exc: httpx.TransportError, *, streaming: bool = False
 ) -> BackendError:
     """The anyfill error for a failed connection, read or write."""
-    origin = _origin(url)
+    where = origin(url)
     # Transports differ in how they report a refused connection (httpx-aiohttp raises
     # ConnectTimeout): the OS error underneath is what counts.
     if _caused_by(exc, ConnectionRefusedError) or (
@@ -247,17 +317,17 @@ def transport_error(
     ):
         return BackendUnavailable(
             backend,
-            f"backend '{backend}': nothing listens on {origin}; start the server or fix the "
+            f"backend '{backend}': nothing listens on {where}; start the server or fix the "
             "backend's url",
         )
     if _caused_by(exc, socket.gaierror):
         return BackendUnavailable(
-            backend, f"backend '{backend}': cannot resolve the host of {origin}; check the url"
+            backend, f"backend '{backend}': cannot resolve the host of {where}; check the url"
         )
     if isinstance(exc, httpx.ConnectTimeout):
         return BackendTimeout(
             backend,
-            f"backend '{backend}': connecting to {origin} timed out; check the URL and the "
+            f"backend '{backend}': connecting to {where} timed out; check the URL and the "
             "network, or raise timeouts.connect_s",
         )
     if isinstance(exc, httpx.ReadTimeout):
@@ -276,9 +346,7 @@ def transport_error(
         return BackendUnavailable(
             backend, f"backend '{backend}' closed the connection before answering ({exc})"
         )
-    return BackendUnavailable(
-        backend, f"backend '{backend}': connection to {origin} failed ({exc})"
-    )
+    return BackendUnavailable(backend, f"backend '{backend}': connection to {where} failed ({exc})")
 
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
@@ -292,9 +360,10 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
     return False
 
 
-def _origin(url: str) -> str:
+def origin(url: str) -> str:
+    """``scheme://host:port`` of ``url`` (no path, no query: they may hold a key)."""
     parsed = httpx.URL(url)
-    port = f":{parsed.port}" if parsed.port else ""
+    port = f":{parsed.port}" if parsed.port is not None else ""
     return f"{parsed.scheme}://{parsed.host}{port}"
 
 
@@ -354,13 +423,15 @@ def error_for_status(
     url: str,
     model: str = "",
     key_hint: str = "",
+    sent: list[str] | None = None,
 ) -> BackendError:
     """The anyfill error for an HTTP error answer; the message names the backend and the fix.
 
     ``key_hint`` is appended to auth failures (e.g. which host a Codestral key works on).
+    ``sent``: the request's strings; a message that repeats them is not shown.
     """
     detail = error_message(body)
-    said = f" (server said: {detail})" if detail else ""
+    said = server_said(detail, sent)
     lowered = detail.lower()
     if status in (401, 403) or _is_bad_key(lowered, body):
         fix = (
@@ -410,6 +481,58 @@ def error_for_status(
             backend, f"backend '{backend}' failed with HTTP {status}{said}", status=status
         )
     return BadRequest(backend, f"backend '{backend}' answered HTTP {status}{said}", status=status)
+
+
+_ECHO_WINDOW = 12
+"""Characters of the request that, found again in an error message, make it an echo."""
+
+
+def request_strings(content: bytes) -> list[str]:
+    """Every string in a JSON request body (prompt, prefix, suffix, messages...)."""
+    try:
+        body = json.loads(content) if content else None
+    except ValueError:
+        return [content.decode("utf-8", "replace")]
+    found: list[str] = []
+    stack = [body]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def echoes(detail: str, sent: list[str]) -> bool:
+    """Whether ``detail`` repeats text of the request: a whole string we sent (four
+    characters or more) or any ``_ECHO_WINDOW`` characters of a longer one."""
+    said = " ".join(detail.split())
+    long_text = []
+    for text in sent:
+        flat = " ".join(text.split())
+        if len(flat) >= _ECHO_WINDOW:
+            long_text.append(flat)
+        elif len(flat) >= 4 and flat in said:
+            return True
+    joined = "\n".join(long_text)
+    return any(said[i : i + _ECHO_WINDOW] in joined for i in range(len(said) - _ECHO_WINDOW + 1))
+
+
+def server_said(detail: str, sent: list[str] | None = None) -> str:
+    """The server's own words for a message. Keys anyfill holds are masked. A message that
+    repeats the request (the captured text) is captured text: shown as its length only,
+    unless the user opted in (privacy.log_text)."""
+    if not detail:
+        return ""
+    if text_shown() or not sent or not echoes(detail, sent):
+        return f" (server said: {redact(detail)})"
+    return (
+        f" (the server's message, {len(detail)} characters, is hidden because it repeats "
+        "the request's text: set privacy.log_text = true to see it)"
+    )
 
 
 def _is_bad_key(lowered: str, body: bytes) -> bool:

@@ -124,3 +124,15 @@ class Problem:
     @property
     def topic(self) -> str:
         return f"events/problem/{self.kind}"
+
+
+@dataclass(frozen=True)
+class ShowWindow:
+    """Someone (a second ``anyfill run``, the control socket) asks the UI to open a window."""
+
+    window: str
+    """settings, diagnostics."""
+
+    @property
+    def topic(self) -> str:
+        return "events/ui/show"

@@ -13,6 +13,7 @@ import re
 
 __all__ = [
     "imbalance",
+    "trim_extra_newlines",
     "trim_following_lines",
     "trim_prefix_echo",
     "trim_suffix_echo",
@@ -92,15 +93,49 @@ def _ends_inside_word(text: str, k: int) -> bool:
     return 0 < k < len(text) and _is_word(text[k - 1]) and _is_word(text[k])
 
 
+def _first_line(suffix: str) -> str:
+    return suffix.split("\n", 1)[0].rstrip("\r")
+
+
+def _splits_run(middle: str, echo: str) -> bool:
+    """Whether cutting ``echo`` off ``middle`` would split a run of one non-space character
+    (the quotes opening a docstring, ``#####`` of a banner): such runs say little about
+    repeats."""
+    k = len(echo)
+    return k < len(middle) and middle[-k - 1] == echo[0] and not echo[0].isspace()
+
+
+def _quote_run(middle: str, echo: str) -> bool:
+    """Cutting would split a run of quotes (``""`` + ``"`` opens a docstring)."""
+    return echo[0] in _QUOTES and _splits_run(middle, echo)
+
+
+def _is_evidence(middle: str, suffix: str, k: int) -> bool:
+    """Whether an overlap of ``k`` characters between the end of ``middle`` and the start
+    of ``suffix`` is a repeat rather than a coincidence: the whole first line of the suffix,
+    or whole words with three letters or digits at least. ``addres`` before ``s)`` is a
+    word being finished, not an echo; ``pas`` before ``s`` neither."""
+    echo = suffix[:k]
+    starts_word = k == len(middle) or not (_is_word(middle[-k - 1]) and _is_word(echo[0]))
+    line = _first_line(suffix)
+    if k >= len(line):
+        banner = len(set(line.strip())) == 1 and _splits_run(middle, echo)
+        return not banner and (starts_word or len(line.strip()) >= 2)
+    if _splits_run(middle, echo):
+        return False
+    letters = sum(char.isalnum() for char in echo)
+    return letters >= _MIN_ECHO and starts_word and not _ends_inside_word(suffix, k)
+
+
 def trim_suffix_echo(middle: str, prefix: str, suffix: str) -> str:
     """Remove the end of ``middle`` that repeats the start of ``suffix``.
 
     Seed case: after ``print("Hel`` and before ``)``, the answer ``lo World")`` ends with the
     ``)`` that is already there, so it becomes ``lo World"``. Among the candidate overlaps the
-    one that leaves the fewest unbalanced brackets and quotes wins; when cutting and keeping
-    balance equally, the overlap is cut only if it ends on a word boundary of the suffix (a
-    model repeats whole words, while ``bo`` + ``ok`` is just a word that continues).
-    Whitespace-only overlaps (``\\n`` before ``\\n``) are kept: a blank line may be meant.
+    one that leaves the fewest unbalanced brackets and quotes wins. When cutting does not
+    improve the balance, only evidence of a repeat cuts (``_is_evidence``: the whole first
+    line of the suffix, or whole words), so ``addres``
+    before ``s)`` stays whole. Whitespace-only overlaps are left to ``trim_extra_newlines``.
     """
     limit = min(len(middle), len(suffix))
     candidates = [
@@ -110,7 +145,14 @@ def trim_suffix_echo(middle: str, prefix: str, suffix: str) -> str:
         return middle
     # Only the longest few matter (the echo is the longest one unless the answer's own end
     # overlaps too); this bounds the work on repetitive text such as "aaaa".
-    candidates = candidates[:_MAX_CANDIDATES]
+    candidates = [k for k in candidates[:_MAX_CANDIDATES] if not _quote_run(middle, suffix[:k])]
+    if not candidates:
+        return middle
+    evident = [k for k in candidates if _is_evidence(middle, suffix, k)]
+    line = _first_line(suffix)
+    if evident and evident[0] >= len(line) and len(line.strip()) >= _MIN_ECHO:
+        # The model wrote the rest of the caret's line again: no balance can argue with that.
+        return middle[: -evident[0]]
     before, after = _window(prefix, suffix)
     keep = imbalance(before + middle + after)
     scores = {k: imbalance(before + middle[:-k] + after) for k in candidates}
@@ -118,11 +160,28 @@ def trim_suffix_echo(middle: str, prefix: str, suffix: str) -> str:
     if best < keep:
         k = max(k for k, score in scores.items() if score == best)
         return middle[:-k]
-    if best == keep:
-        ties = [k for k, s in scores.items() if s == best and not _ends_inside_word(suffix, k)]
-        if ties:
-            return middle[: -max(ties)]
+    ties = [k for k in evident if scores[k] <= keep]
+    if ties:
+        return middle[: -max(ties)]
     return middle
+
+
+def trim_extra_newlines(middle: str, prefix: str, suffix: str) -> str:
+    """Drop the line break that ends a one-line ``middle`` when the suffix starts with one.
+
+    ``return `` + ``x\n`` before ``\n\nprint(...)``: the model finished the caret's line
+    and ended it with the break that is already there, which would add a blank line. Only
+    a middle that finishes a line the caret's own text started, with text after the
+    suffix's break, is trimmed: a true middle ends exactly there about once in a thousand
+    random cuts of real code, a model's extra break is common.
+    """
+    if not (middle.endswith("\n") and suffix.startswith("\n")):
+        return middle
+    body = middle.rstrip("\n")
+    caret_line = prefix[prefix.rfind("\n") + 1 :]
+    if "\n" in body or not body.strip() or not caret_line.strip() or not suffix.strip():
+        return middle
+    return middle[:-1]
 
 
 def _indent_at(text: str, start: int) -> int:
@@ -134,7 +193,7 @@ def _line_starts(text: str) -> list[int]:
     return [0, *(match.end() for match in _NEWLINE.finditer(text))]
 
 
-def trim_prefix_echo(middle: str, prefix: str) -> str:
+def trim_prefix_echo(middle: str, prefix: str, suffix: str = "") -> str:
     """Remove the start of ``middle`` that repeats text before the caret.
 
     Recognised echoes, longest first: the whole prefix (the model re-quoted the document),
@@ -155,11 +214,41 @@ def trim_prefix_echo(middle: str, prefix: str) -> str:
             if len(echo.strip()) >= _MIN_ECHO and middle.startswith(echo):
                 return middle[len(echo) :]
     # The caret sits after the line's indentation and the answer indents again by exactly
-    # as much before its first word: chat models re-indent the line they write.
+    # as much before its first word: chat models re-indent the line they write. Unless the
+    # two together make an indentation the lines around use: then the caret stood inside
+    # the indentation and the answer finishes it.
     reindented = middle[len(current) : len(current) + 1]
     if current and not current.strip() and middle.startswith(current) and reindented.strip():
-        return middle[len(current) :]
+        combined = current + middle[: len(middle) - len(middle.lstrip(" \t"))]
+        if combined not in _nearby_indents(prefix, suffix):
+            return middle[len(current) :]
     return middle
+
+
+_OPENS_BLOCK = (":", "{", "(", "[", "=>", "->", "do", "then", "else")
+
+
+def _nearby_indents(prefix: str, suffix: str) -> set[str]:
+    """Indentations a line at the caret plausibly has: the previous and the next non-blank
+    lines', and one level deeper than the previous line when it opens a block."""
+    found: set[str] = set()
+    before = [line for line in prefix.split("\n")[:-1][-50:] if line.strip()]
+    if before:
+        line = before[-1]
+        indent = line[: len(line) - len(line.lstrip(" \t"))]
+        found.add(indent)
+        if line.rstrip().endswith(_OPENS_BLOCK):
+            found.update((indent + "    ", indent + "  ", indent + "\t"))
+        # A dedent goes back to a level the lines above used.
+        for other in before:
+            level = other[: len(other) - len(other.lstrip(" \t"))]
+            if len(level) < len(indent) and indent.startswith(level):
+                found.add(level)
+    after = [line for line in suffix.split("\n")[1:50] if line.strip()]
+    if after:
+        line = after[0]
+        found.add(line[: len(line) - len(line.lstrip(" \t"))])
+    return found
 
 
 def _nontrivial(line: str) -> bool:
@@ -175,7 +264,8 @@ def trim_following_lines(middle: str, prefix: str, suffix: str) -> str:
     line and has letters or digits, or when its lines all agree with the next lines to the
     end of the answer (the last may be cut short) and one of them has letters or digits.
     What the model wrote just before them that also stands in the suffix before those lines
-    (the rest of the caret's line, the line break, blank lines) goes too.
+    (the rest of the caret's line, the line break, blank lines) goes too. With the caret
+    inside a line, the answer must have finished that line before the copied lines.
     """
     newline = suffix.find("\n")
     if newline == -1:
@@ -187,6 +277,10 @@ def trim_following_lines(middle: str, prefix: str, suffix: str) -> str:
     starts = _line_starts(middle)
     if not (prefix == "" or prefix.endswith("\n")):
         starts = starts[1:]
+    # With the caret inside a line, the answer reaches the lines after it only by finishing
+    # that line first: its own end of the line must come before the copied lines. (Else its
+    # last line, which the caret's line continues, merely starts like the next line.)
+    line_rest = suffix[:newline].rstrip()
     tried: set[int] = set()
     for start in starts:
         rest = middle[start:].lstrip("\n")
@@ -194,7 +288,8 @@ def trim_following_lines(middle: str, prefix: str, suffix: str) -> str:
         if not rest or content in tried:
             continue
         tried.add(content)
-        if _repeats(rest.split("\n"), target):
+        finished_line = middle[:content].rstrip().endswith(line_rest)
+        if (not line_rest.strip() or finished_line) and _repeats(rest.split("\n"), target):
             return _drop_bridge(middle[:content], bridge)
     return middle
 

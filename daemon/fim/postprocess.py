@@ -7,8 +7,10 @@
    sentence, one fenced block around the whole answer;
 2. drop an echo of the text before the caret (the current line, or the whole document);
 3. in single-line mode keep the first line;
-4. drop the end that repeats the start of the suffix (bracket/quote balance decides);
+4. drop the end that repeats the start of the suffix (bracket/quote balance decides, or
+   evidence: the whole rest of the line, or enough characters);
 5. cut where the answer starts writing the lines that already follow the caret;
+   drop a final line break that would make more blank lines than the document has;
 6. keep one round of a line or block that the answer repeats to its end (a runaway loop).
 
 Every rule compares with the document exactly and fires only on unmistakable patterns, so
@@ -21,9 +23,14 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
-from anyfill.daemon.fim.overlap import trim_following_lines, trim_prefix_echo, trim_suffix_echo
+from anyfill.daemon.fim.overlap import (
+    trim_extra_newlines,
+    trim_following_lines,
+    trim_prefix_echo,
+    trim_suffix_echo,
+)
 from anyfill.daemon.fim.repetition import trim_repetition
-from anyfill.daemon.fim.templates import ALL_SPECIAL_TOKENS
+from anyfill.daemon.fim.templates import ALL_SPECIAL_TOKENS, GENERIC_TOKENS
 from anyfill.daemon.fim.textfix import (
     cut_at_tokens,
     strip_fence,
@@ -46,14 +53,20 @@ def clean(
     *,
     stop: Sequence[str] = (),
     single_line: bool = False,
+    family_known: bool = True,
 ) -> str:
-    """The exact text to insert between ``prefix`` and ``suffix`` for the answer ``raw``."""
+    """The exact text to insert between ``prefix`` and ``suffix`` for the answer ``raw``.
+
+    ``family_known=False`` (a server's native FIM with a model anyfill cannot name): the
+    short generic sentinels (``<EOT>``, ``<eos>``, ``[SUFFIX]``...) are stops too.
+    """
     document = prefix + suffix
-    # A document that itself contains special tokens (someone editing a FIM template) may
-    # want them in the answer too; the template's own stops are cut regardless, as the
-    # server would.
+    # A token the document itself contains (someone editing a FIM template) may belong in
+    # the answer too; the template's own stops are cut regardless, as the server would.
     writes_tokens = any(token in document for token in ALL_SPECIAL_TOKENS)
     tokens = tuple(stop) if writes_tokens else (*stop, *ALL_SPECIAL_TOKENS)
+    if not family_known:  # each generic sentinel, unless the document has that very text
+        tokens = (*tokens, *(token for token in GENERIC_TOKENS if token not in document))
     fenced_document = "```" in document or "~~~" in document
     text = raw
     for _ in range(_MAX_UNWRAP):
@@ -66,13 +79,14 @@ def clean(
             text = strip_fence(text)
         if text == before:
             break
-    text = trim_prefix_echo(text, prefix)
+    text = trim_prefix_echo(text, prefix, suffix)
     if single_line:
         text = text.split("\n", 1)[0]
     # An exact echo of the suffix's start is the more precise reading, so it goes first:
     # "the" before "the.\nthe." is the suffix again, not a start of its second line.
     text = trim_suffix_echo(text, prefix, suffix)
     text = trim_following_lines(text, prefix, suffix)
+    text = trim_extra_newlines(text, prefix, suffix)
     return trim_repetition(text)
 
 

@@ -20,6 +20,7 @@ from typing import Literal
 
 __all__ = [
     "ALL_SPECIAL_TOKENS",
+    "GENERIC_TOKENS",
     "TEMPLATES",
     "FimTemplate",
     "detect_template",
@@ -410,3 +411,7 @@ ALL_SPECIAL_TOKENS: tuple[str, ...] = _special_tokens()
 A model may leak another family's token (a Qwen2 model fed Qwen1.5 tokens answers
 ``print(print()</fim_middle>``), so the cleaner cuts at any of these, not only the template's.
 """
+
+GENERIC_TOKENS: tuple[str, ...] = tuple(sorted(_GENERIC, key=lambda token: (-len(token), token)))
+"""Short sentinels that may be real text (``<s>`` is HTML); stops only for their own
+family, or when the family is unknown."""

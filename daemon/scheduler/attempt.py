@@ -27,6 +27,7 @@ from anyfill.daemon.completion import (
     Text,
 )
 from anyfill.daemon.errors import (
+    EVERY_BACKEND_FAILED,
     AnyfillError,
     BackendError,
     BackendUnavailable,
@@ -215,9 +216,7 @@ class Attempts:
     def all_failed(self, failures: list[BackendError]) -> BackendError:
         last = failures[-1]
         if len(failures) > 1:
-            last.add_note(
-                "every backend failed: " + "; ".join(f"{f.backend}: {f}" for f in failures)
-            )
+            last.add_note(EVERY_BACKEND_FAILED + "; ".join(f"{f.backend}: {f}" for f in failures))
         return last
 
     async def acquire(

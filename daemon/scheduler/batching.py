@@ -261,7 +261,7 @@ async def run_batch(attempts: Attempts, batch: Batch) -> None:  # noqa: PLR0915 
         for member, result in zip(members, results, strict=True):
             if not member.future.done():
                 member.future.set_result(
-                    BatchAnswer(result, observer.plan, len(members), now, done)
+                    BatchAnswer(result, result.plan or observer.plan, len(members), now, done)
                 )
     except AnyfillError as error:
         for member in members or batch.members:

@@ -17,6 +17,11 @@ from dataclasses import dataclass
 from anyfill.daemon.errors import BackendError
 from anyfill.daemon.scheduler.events import outcome_of
 
+MAX_SERVER_COOLDOWN_S = 300.0
+"""Longest pause a server's word (Retry-After, a quota reset) buys: after it one request
+goes out again as a probe, so a mistaken or hostile ``Retry-After: 999999`` costs minutes,
+not a week of failed presses. A server still out of quota answers 429 again."""
+
 #: (first cooldown, cap) in seconds when the server did not say how long to wait.
 DEFAULT_COOLDOWN_S: dict[str, tuple[float, float]] = {
     "rate_limited": (5.0, 60.0),
@@ -58,7 +63,7 @@ class Health:
         self.failures += 1
         kind = failure_kind(error)
         if server_delay is not None:
-            delay = server_delay
+            delay = min(max(server_delay, 0.0), MAX_SERVER_COOLDOWN_S)
         else:
             first, cap = DEFAULT_COOLDOWN_S[kind]
             delay = min(cap, first * 2 ** min(self.failures - 1, 16))
@@ -70,8 +75,11 @@ class Health:
             self.hard = server_delay is not None or kind == "rate_limited"
         return delay
 
-    def hold_until(self, until: float, reason: str) -> None:
-        """The server said a quota is used up until ``until`` (no failure yet)."""
+    def hold_until(self, until: float, reason: str, now: float | None = None) -> None:
+        """The server said a quota is used up until ``until`` (no failure yet); with ``now``
+        the pause is capped at ``MAX_SERVER_COOLDOWN_S``."""
+        if now is not None:
+            until = min(until, now + MAX_SERVER_COOLDOWN_S)
         if until > self.cooling_until:
             self.cooling_until = until
             self.reason = reason

@@ -11,8 +11,9 @@ Folds every rate-limit signal we know into one "wait this many seconds" figure:
   and relative-seconds resets;
 - ``x-should-retry: false``.
 
-Unlike LiteLLM we honour ``retry-after-ms`` and fractional values and do not cap the
-delay at 60 s: a day-long quota reset means the backend is out for a day.
+Unlike LiteLLM we honour ``retry-after-ms`` and fractional values. The figure is the
+server's; ``cooldown.Health`` caps the pause it causes (``MAX_SERVER_COOLDOWN_S``) and
+then probes, so a wrong or hostile ``Retry-After: 999999`` does not lock a backend out.
 """
 
 from __future__ import annotations

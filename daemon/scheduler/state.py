@@ -214,7 +214,8 @@ class Observer:
             return
         held = quota_exhausted_for(headers)
         if held > 0:
-            self.health.hold_until(self.now() + held, "the server reports its quota used up")
+            now = self.now()
+            self.health.hold_until(now + held, "the server reports its quota used up", now)
 
     def on_usage(self, usage: Usage) -> None:
         self.usage = usage

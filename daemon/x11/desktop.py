@@ -11,6 +11,7 @@ from anyfill.daemon.hotkeys import Action, Hotkey, Trigger
 from anyfill.daemon.x11.connection import XConnection
 from anyfill.daemon.x11.grab import X11Hotkeys
 from anyfill.daemon.x11.keyboard import X11Keys
+from anyfill.daemon.x11.preview_input import X11PreviewInput
 from anyfill.daemon.x11.selection import X11Clipboard
 from anyfill.daemon.x11.windows import X11Windows
 
@@ -39,7 +40,13 @@ class X11Desktop:
                 X11Hotkeys(self._conn, keys, self._bindings, self._on_trigger)
             )
             desktop = Desktop(
-                keys, clipboard, X11Windows(self._conn), lost=self._conn.lost, hotkeys=hotkeys
+                keys,
+                clipboard,
+                X11Windows(self._conn),
+                lost=self._conn.lost,
+                hotkeys=hotkeys,
+                preview_input=X11PreviewInput(self._conn, keys),
+                problems=list(hotkeys.refused),
             )
             self._stack = stack.pop_all()
         return desktop

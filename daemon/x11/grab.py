@@ -5,17 +5,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from anyfill.daemon.errors import DesktopUnavailable
-from anyfill.daemon.hotkeys import Action, Hotkey, Trigger
+from anyfill.daemon.hotkeys import Hotkey
 from anyfill.daemon.x11.connection import XConnection
 from anyfill.daemon.x11.keyboard import X11Keys
 
 log = logging.getLogger("anyfill.x11.grab")
 
+A = TypeVar("A", bound=str)
+"""The action names: the hotkeys' actions, or the preview popup's keys."""
 
-class X11Hotkeys:
+
+class X11Hotkeys(Generic[A]):
     """Grabs each hotkey on the root window, with every Caps Lock / Num Lock variant.
 
     The X server delivers a grabbed press only to us; the application under the caret
@@ -26,18 +29,23 @@ class X11Hotkeys:
         self,
         conn: XConnection,
         keys: X11Keys,
-        bindings: Mapping[Action, Hotkey],
-        on_trigger: Trigger,
+        bindings: Mapping[A, Hotkey],
+        on_trigger: Callable[[A], None],
+        *,
+        announce: bool = True,
     ) -> None:
         self._conn = conn
         self._keys = keys
         self._bindings = dict(bindings)
         self._on_trigger = on_trigger
-        self._grabs: dict[tuple[int, int], Action] = {}
+        self._announce = logging.INFO if announce else logging.DEBUG
+        self._grabs: dict[tuple[int, int], A] = {}
+        self.refused: list[str] = []
+        """One message per combination another program holds (that action is off)."""
         self._relevant = 0
         self._lock_variants: list[int] = []
         """Caps Lock / Num Lock states grabbed along with each combination."""
-        self._in_force: dict[Action, tuple[Hotkey, tuple[int, int]]] = {}
+        self._in_force: dict[A, tuple[Hotkey, tuple[int, int]]] = {}
         self._masks: dict[str, int] = {}
         self._last_release: dict[int, int] = {}
         self._unsubscribe: list[Callable[[], None]] = []
@@ -60,7 +68,12 @@ class X11Hotkeys:
                     masks[name] = 1 << index
         return masks
 
-    async def __aenter__(self) -> X11Hotkeys:
+    @property
+    def keycodes(self) -> frozenset[int]:
+        """The key codes grabbed (without their modifiers)."""
+        return frozenset(keycode for keycode, _ in self._grabs)
+
+    async def __aenter__(self) -> X11Hotkeys[A]:
         from Xlib import X
 
         masks = self._modifier_masks()
@@ -74,6 +87,7 @@ class X11Hotkeys:
                 if action == "complete":
                     raise DesktopUnavailable(f"{message}; choose another in [hotkeys]")
                 log.warning("%s; it is disabled", message)
+                self.refused.append(message)
         self._unsubscribe = [
             self._conn.on(X.KeyPress, self._on_press),
             self._conn.on(X.KeyRelease, self._on_release),
@@ -97,7 +111,7 @@ class X11Hotkeys:
         self._in_force.clear()
         self._conn.flush()
 
-    def _take(self, action: Action, hotkey: Hotkey) -> bool:
+    def _take(self, action: A, hotkey: Hotkey) -> bool:
         """Grab ``hotkey`` for ``action``; False (nothing grabbed) when another client holds it."""
         from Xlib import X, error
 
@@ -119,10 +133,10 @@ class X11Hotkeys:
             return False
         self._grabs[(keycode, modifiers)] = action
         self._in_force[action] = (hotkey, (keycode, modifiers))
-        log.info("hotkey %s: %s", hotkey, action)
+        log.log(self._announce, "hotkey %s: %s", hotkey, action)
         return True
 
-    def rebind(self, bindings: Mapping[Action, Hotkey]) -> list[str]:
+    def rebind(self, bindings: Mapping[A, Hotkey]) -> list[str]:
         """Grab the combinations that changed and release the old ones. A new combination
         another program holds is not taken: the old one stays, and the returned list says so."""
         problems: list[str] = []
@@ -147,7 +161,7 @@ class X11Hotkeys:
         self._conn.flush()
         return problems
 
-    def in_force(self) -> dict[Action, Hotkey]:
+    def in_force(self) -> dict[A, Hotkey]:
         """The combination each action is grabbed with now."""
         return {action: hotkey for action, (hotkey, _) in self._in_force.items()}
 

@@ -224,6 +224,7 @@ class X11Clipboard:
 
     def owned_by_program_of(self, which: Which, window_id: int) -> bool:
         owner = self._conn.display.get_selection_owner(self._conn.atom(_NAMES[which]))
+        self._conn.schedule_pump()  # the reply wait may have queued events: dispatch them
         owner_id = int(getattr(owner, "id", 0))
         return owner_id != 0 and self._client(owner_id) == self._client(window_id)
 

@@ -22,6 +22,15 @@ class X11Windows:
 
     def focused(self) -> Target | None:
         """The client window holding the input focus (the focus may sit on a child)."""
+        try:
+            return self._focused()
+        finally:
+            # Waiting for these replies may have read events (a grabbed key, a selection
+            # request) off the socket into python-xlib's queue: dispatch them, or they wait
+            # until the socket happens to be readable again.
+            self._conn.schedule_pump()
+
+    def _focused(self) -> Target | None:
         from Xlib import error
 
         try:

@@ -263,7 +263,8 @@ class Outcome:
 
 
 class Daemon:
-    """``anyfill run --headless`` as its own process; outcomes are read from its log.
+    """``anyfill run --headless`` (or, ``headless=False``, ``anyfill run`` with the tray) as
+    its own process; outcomes are read from its log.
 
     Each daemon gets its own ``XDG_RUNTIME_DIR`` (its control socket and instance lock), as
     if it ran for another user session, unless ``runtime_dir`` names a shared one.
@@ -277,6 +278,7 @@ class Daemon:
         *,
         runtime_dir: Path | None = None,
         wait: bool = True,
+        headless: bool = True,
     ) -> None:
         self.session = session
         self.config_path = session.workdir / f"{name}.toml"
@@ -294,18 +296,17 @@ class Daemon:
                 "--config",
                 str(self.config_path),
                 "run",
-                "--headless",
+                *(["--headless"] if headless else []),
             ],
             self.log_path.name,
             env=self.env,
         )
+        self.ready_marker = "anyfill is running" if headless else "tray ready"
         if wait:
             self.wait_running()
 
     def wait_running(self) -> None:
-        wait_until(
-            lambda: self._check_alive() and "anyfill is running" in self.log(), 20, "anyfill"
-        )
+        wait_until(lambda: self._check_alive() and self.ready_marker in self.log(), 20, "anyfill")
 
     @property
     def socket_path(self) -> Path:

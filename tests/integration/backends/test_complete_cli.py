@@ -34,7 +34,13 @@ def env(tmp_path: Path) -> dict[str, str]:
     return environ
 
 
-async def anyfill(env: dict[str, str], *args: str, stdin: str = "", cwd: Path | None = None) -> Run:
+async def anyfill(
+    env: dict[str, str],
+    *args: str,
+    stdin: str = "",
+    cwd: Path | None = None,
+    timeout: float = 60,  # noqa: ASYNC109
+) -> Run:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -47,7 +53,7 @@ async def anyfill(env: dict[str, str], *args: str, stdin: str = "", cwd: Path | 
         env=env,
         cwd=cwd,
     )
-    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), timeout)
     assert proc.returncode is not None
     return Run(proc.returncode, out.decode(), err.decode())
 
@@ -176,9 +182,12 @@ async def test_jsonl_batch_keeps_order_and_reports_each_failure(
     run = await anyfill(env, "--jsonl", str(batch), *OLLAMA, "--url", srv.url)
     assert run.code == 1
     results = [json.loads(line) for line in run.out.splitlines()]
-    assert [r["id"] for r in results] == ["a", 2, "b", 7, "c"]
+    # The user's ids are kept (none for a line that is not JSON); "line" says which line.
+    assert [r["id"] for r in results] == ["a", None, "b", 7, "c"]
+    assert [r["line"] for r in results] == [1, 2, 3, 5, 6]
     assert results[0] == {
         "id": "a",
+        "line": 1,
         "middle": 'lo World"',
         "backend": "ollama",
         "ms": results[0]["ms"],

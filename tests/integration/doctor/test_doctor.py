@@ -76,11 +76,14 @@ def test_each_backend_is_checked_and_failures_say_the_fix(config: Path, tmp_path
     status, detail = topics["backend local"]
     assert status == "ok"
     assert "answers" in detail
+    assert "fills in the middle natively" in detail
+    # Fallbacks behind a working backend only warn: the chain still answers.
     status, detail = topics["backend dead"]
-    assert status == "fail"
+    assert status == "warn"
     assert "nothing listens on" in detail
+    assert "(a fallback; 'local' answers)" in detail
     status, detail = topics["backend codestral"]
-    assert status == "fail"
+    assert status == "warn"
     assert "anyfill config set-key codestral" in detail
     assert "MISTRAL_API_KEY" in detail
     assert topics["routing"] == ("ok", "local -> dead -> codestral")
@@ -116,6 +119,34 @@ def test_a_real_display_passes(config: Path, tmp_path: Path) -> None:
     with XSession.start() as session:
         topics = lines_by_topic(doctor(config, tmp_path, DISPLAY=session.display).stdout)
     assert topics["desktop"] == ("ok", f"X display {session.display} with XTEST")
+
+
+def test_a_llama_server_whose_model_cannot_infill_fails(tmp_path: Path) -> None:
+    # /health answers, but /infill says 501 and no template fits the model: no middle ever.
+    server_kind = LlamaCpp(fim=False, model_path="/m/mystery-chat.gguf", vocab=())
+    with LoopbackServer.in_thread(server_kind) as server:
+        path = tmp_path / "config.toml"
+        path.write_text(
+            f'[[backends]]\nname = "local"\ntype = "llamacpp"\nurl = "{server.url}"\n'
+            '[routing]\ndefault = ["local"]\n'
+        )
+        topics = lines_by_topic(doctor(path, tmp_path).stdout)
+    status, detail = topics["backend local"]
+    assert status == "fail"
+    assert "no FIM template fits" in detail
+
+
+def test_the_first_backend_down_is_still_a_failure(tmp_path: Path, refused_url: str) -> None:
+    with LoopbackServer.in_thread(LlamaCpp()) as server:
+        path = tmp_path / "config.toml"
+        path.write_text(
+            f'[[backends]]\nname = "first"\ntype = "llamacpp"\nurl = "{refused_url}"\n'
+            f'[[backends]]\nname = "second"\ntype = "llamacpp"\nurl = "{server.url}"\n'
+            '[routing]\ndefault = ["first", "second"]\n'
+        )
+        topics = lines_by_topic(doctor(path, tmp_path).stdout)
+    assert topics["backend first"][0] == "fail"
+    assert topics["backend second"][0] == "ok"
 
 
 def test_daemon_not_running_names_the_socket(config: Path, tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""``anyfill run --headless`` without a display: one clear line and exit status 1."""
+"""``anyfill run`` (with or without the tray) without a display: one clear line and exit
+status 1, never a Qt abort."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ file = false
 """
 
 
+@pytest.mark.parametrize("mode", [["--headless"], []], ids=["headless", "tray"])
 @pytest.mark.parametrize(
     ("extra_env", "message"),
     [
@@ -35,7 +37,7 @@ file = false
     ],
 )
 def test_no_display_is_a_clear_error(
-    tmp_path: Path, extra_env: dict[str, str], message: str
+    tmp_path: Path, extra_env: dict[str, str], message: str, mode: list[str]
 ) -> None:
     config = tmp_path / "config.toml"
     config.write_text(CONFIG)
@@ -44,9 +46,10 @@ def test_no_display_is_a_clear_error(
         for k, v in os.environ.items()
         if k not in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE")
     }
-    env.update(extra_env, XDG_STATE_HOME=str(tmp_path))
+    env.update(extra_env, XDG_STATE_HOME=str(tmp_path), XDG_RUNTIME_DIR=str(tmp_path / "run"))
+    (tmp_path / "run").mkdir(mode=0o700)
     result = subprocess.run(
-        [sys.executable, "-m", "anyfill.daemon.cli", "--config", str(config), "run", "--headless"],
+        [sys.executable, "-m", "anyfill.daemon.cli", "--config", str(config), "run", *mode],
         env=env,
         capture_output=True,
         text=True,

@@ -269,10 +269,31 @@ def repeats_a_line(text: str) -> bool:
     return any(lines.count(line) >= 4 for line in set(lines))
 
 
+def ends_its_line_before_a_break(hole: Hole) -> bool:
+    """A one-line middle that finishes the caret's line with a break before the suffix's
+    own break: exactly what a model's stray line break looks like."""
+    body = hole.middle.rstrip("\n")
+    return (
+        hole.middle.endswith("\n")
+        and hole.suffix.startswith("\n")
+        and "\n" not in body
+        and bool(body.strip())
+    )
+
+
+def one_letter_finishes_the_word(hole: Hole) -> bool:
+    """The caret's line ends with one letter that continues the middle's last word
+    (``pas`` before ``s``): the middle with that letter again reads as the same word."""
+    rest = hole.suffix.split("\n", 1)[0]
+    return len(rest.strip()) == 1 and hole.middle[-1:].isalnum() and rest[:1].isalnum()
+
+
 def unambiguous(hole: Hole) -> bool:
     """The true middle does not itself look like one of the faults the cleaner removes."""
     return not (
         ends_with_suffix_start(hole.middle, hole.suffix)
+        or one_letter_finishes_the_word(hole)
+        or ends_its_line_before_a_break(hole)
         or starts_with_prefix_text(hole.middle, hole.prefix)
         or copies_following_lines(hole.middle, hole)
         or repeats_a_line(hole.middle)

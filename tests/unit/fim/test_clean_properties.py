@@ -48,17 +48,25 @@ def test_suffix_echo_is_removed(hole: Hole, data: st.DataObject) -> None:
     suffix = hole.suffix
     # The model repeats whole words: an echo that stops inside a word of the suffix ("bo" +
     # "ok") is what a continuing word looks like. Whitespace-only echoes are ambiguous too
-    # (a blank line may be meant).
+    # (a blank line may be meant). A repeat must also be told from a coincidence: the
+    # whole rest of the caret's line (not a banner of one repeated character), or whole words
+    # with three letters or digits.
+    line = suffix.split("\n", 1)[0]
     ends = [
         k
         for k in range(1, len(suffix) + 1)
         if suffix[:k].strip()
         and not (k < len(suffix) and suffix[k - 1].isalnum() and suffix[k].isalnum())
         and suffix[k - 1] != "_"
+        and (
+            sum(c.isalnum() for c in suffix[:k]) >= 3
+            or (k >= len(line) and len(line.strip()) >= 3 and len(set(line.strip())) > 1)
+        )
     ]
     assume(ends)
     k = data.draw(st.sampled_from(ends), label="echo length")
     answer = hole.middle + suffix[:k]
+    assume(not hole.middle or not (hole.middle[-1].isalnum() and suffix[0].isalnum()))
     # With the echo the answer may start like the prefix (an empty middle and a suffix that
     # repeats the line before): then it is an echo of both sides.
     assume(not starts_with_prefix_text(answer, hole.prefix))
@@ -201,6 +209,17 @@ def test_single_line_mode_keeps_the_first_line(hole: Hole, more: str) -> None:
 def test_repeated_indentation_is_removed(hole: Hole) -> None:
     indent = hole.prefix[hole.prefix.rfind("\n") + 1 :]
     answer = indent + hole.middle
+    # Twice the indentation may be the line's real depth (after a block opener, or as deep
+    # as the next line): then the caret stood inside the indentation, and that reading wins.
+    lines = [line for line in hole.prefix.split("\n")[:-1] if line.strip()]
+    depth = indent + hole.middle[: len(hole.middle) - len(hole.middle.lstrip(" \t"))] + indent
+    if lines:
+        above = lines[-1][: len(lines[-1]) - len(lines[-1].lstrip(" \t"))]
+        assume(depth != above)
+        opens = lines[-1].rstrip().endswith((":", "{", "(", "["))
+        assume(not (opens and depth in (above + "  ", above + "    ", above + "\t")))
+    after = [line for line in hole.suffix.split("\n")[1:] if line.strip()]
+    assume(not after or after[0][: len(after[0]) - len(after[0].lstrip(" \t"))] != depth)
     assume(not echoes_more_of_prefix(answer, hole.prefix, indent))
     assert clean(answer, hole.prefix, hole.suffix) == hole.middle
 

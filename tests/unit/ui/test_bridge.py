@@ -4,6 +4,7 @@ commands and coroutines run on the core thread and their results come back to th
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections.abc import Callable
 
@@ -126,3 +127,19 @@ def test_a_core_that_fails_to_start_says_why(qtbot: QtBot) -> None:
     assert not bridge.running
     with pytest.raises(RuntimeError, match="not running"):
         bridge.pause().result(1)
+
+
+def test_the_qt_binding_keeps_reference_counts_of_what_emit_returns(qtbot: QtBot) -> None:
+    """PySide6 6.12.0 under CPython 3.11 lost a reference to True on every emit (and to
+    None on every void call): the tray crashed after a few hundred events. pyproject
+    excludes it; this catches a binding with the same defect."""
+    bridge = CoreBridge(Settings(), runner=switches_only)
+    seen: list[object] = []
+    bridge.core_event.connect(seen.append)
+    trues, nones = sys.getrefcount(True), sys.getrefcount(None)
+    for n in range(300):
+        bridge.core_event.emit(n)
+        bridge.setObjectName("bridge")
+    assert len(seen) == 300
+    assert sys.getrefcount(True) >= trues - 10
+    assert sys.getrefcount(None) >= nones - 10

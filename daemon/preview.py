@@ -1,0 +1,318 @@
+"""Preview delivery: the completion streams into a popup, and the user decides.
+
+The core keeps the decision (the popup is only a view): while a preview is open, the
+popup keys (Tab/Enter accept, Esc dismiss, Alt+]/Alt+[ cycle; ``[ui]``) are grabbed on
+the desktop and come back here; the preview closes by itself when the focused window
+changes, when the user types or clicks anywhere. The keys are given back the moment it
+closes. A key that accepts when there is nothing to accept yet is sent on to the
+application, so the user loses no keystroke.
+
+Alternatives: Alt+] asks the next backend of the chain (the chain rotated by one), or the
+same backend again when there is only one; Alt+[ goes back. Each alternative is asked
+once and kept, so cycling back shows it at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from anyfill.config.model import Settings
+from anyfill.daemon.bus import EventBus
+from anyfill.daemon.bus.status import PreviewClosed, PreviewShown, PreviewText
+from anyfill.daemon.completion import Completer, Completion, CompletionRequest, new_request_id
+from anyfill.daemon.context import Context
+from anyfill.daemon.core import PreviewCommand
+from anyfill.daemon.desktop import Desktop, Target
+from anyfill.daemon.errors import AnyfillError, RequestDropped
+from anyfill.daemon.hotkeys import Hotkey, parse_hotkey
+
+log = logging.getLogger("anyfill.preview")
+
+FOCUS_POLL_S = 0.05
+LINE_CONTEXT_CHARS = 60
+"""How much of the prefix's last line and the suffix's first line the popup shows."""
+_CODE_HINTS = ("{", "}", "(", ")", ";", "=", "def ", "return", "import ", "    ", "\t", "#")
+
+
+@dataclass
+class _Alternative:
+    request: CompletionRequest
+    task: asyncio.Task[Completion] | None = None
+    completion: Completion | None = None
+    error: str = ""
+    text: str = ""
+    backend: str = ""
+    first_text_ms: float | None = None
+
+
+@dataclass
+class _Session:
+    preview_id: int
+    context: Context
+    target: Target
+    chain: tuple[str, ...]
+    completer: Completer
+    alternatives: list[_Alternative] = field(default_factory=list)
+    index: int = 0
+    events: asyncio.Queue[tuple[str, object]] = field(default_factory=asyncio.Queue)
+    accept_pending: str = ""
+    """The accept key pressed while text was still streaming: insert when it is done."""
+
+    @property
+    def current(self) -> _Alternative:
+        return self.alternatives[self.index]
+
+
+class PreviewController:
+    """Runs one preview at a time for the pipeline; :meth:`command` is the Core's entry."""
+
+    def __init__(self, desktop: Desktop, settings: Settings, bus: EventBus) -> None:
+        self._desktop = desktop
+        self._settings = settings
+        self._bus = bus
+        self._count = 0
+        self._session: _Session | None = None
+        self.last_reason = ""
+
+    def apply(self, settings: Settings) -> None:
+        """New settings (a reload): the next preview uses their keys and backend chain."""
+        self._settings = settings
+
+    @property
+    def visible(self) -> bool:
+        return self._session is not None
+
+    def command(self, command: PreviewCommand) -> bool:
+        session = self._session
+        if session is None:
+            return False
+        session.events.put_nowait(("command", command))
+        return True
+
+    def key_bindings(self) -> dict[str, Hotkey]:
+        ui = self._settings.ui
+        keys: dict[str, Hotkey] = {}
+        for n, chord in enumerate(ui.preview_accept_keys):
+            keys[f"accept{n}"] = parse_hotkey(chord)
+        keys["dismiss"] = parse_hotkey(ui.preview_dismiss_key)
+        keys["next"] = parse_hotkey(ui.preview_next_key)
+        keys["previous"] = parse_hotkey(ui.preview_previous_key)
+        return keys
+
+    async def run(
+        self, request: CompletionRequest, target: Target, completer: Completer
+    ) -> Completion | None:
+        """Show the preview for ``request`` until the user accepts (the completion to
+        insert is returned) or it closes (None; :attr:`last_reason` says why)."""
+        self._count += 1
+        context = request.context
+        chain = request.backends or tuple(self._settings.routing.default)
+        session = _Session(self._count, context, target, chain, completer)
+        self._session = session
+        bindings = self.key_bindings()
+        reason = "cancelled"
+        grabbed = False
+        stop_watching: Callable[[], None] = _nothing
+        focus_task: asyncio.Task[None] | None = None
+        port = self._desktop.preview_input
+        try:
+            if port is not None:
+                own = await port.grab_keys(bindings, lambda name: self._on_key(session, name))
+                grabbed = True
+                stop_watching = port.watch_activity(
+                    lambda kind, code: self._on_activity(session, kind, code, own)
+                )
+            self._bus.publish(
+                PreviewShown(
+                    preview_id=session.preview_id,
+                    app=target.app,
+                    caret=context.caret,
+                    line_before=context.prefix.rsplit("\n", 1)[-1][-LINE_CONTEXT_CHARS:],
+                    line_after=context.suffix.split("\n", 1)[0][:LINE_CONTEXT_CHARS],
+                    monospace=looks_like_code(context.prefix[-400:] + context.suffix[:200]),
+                    keys=tuple((name, str(hotkey)) for name, hotkey in bindings.items()),
+                )
+            )
+            focus_task = asyncio.create_task(self._watch_focus(session), name="preview-focus")
+            self._start(session, request)
+            result, reason = await self._decide(session)
+            return result
+        finally:
+            self._session = None
+            stop_watching()
+            if focus_task is not None:
+                focus_task.cancel()
+            for alternative in session.alternatives:
+                if alternative.task is not None and not alternative.task.done():
+                    alternative.task.cancel()
+                    await _settle(alternative.task)
+            if grabbed and port is not None:
+                await port.release_keys()
+            passed = reason.removeprefix("pass:") if reason.startswith("pass:") else ""
+            if passed:
+                reason = _with_error(
+                    session, f"nothing to accept yet; {passed} went to the application"
+                )
+            self.last_reason = reason
+            self._bus.publish(PreviewClosed(session.preview_id, "passed" if passed else reason))
+            if passed:
+                # Nothing to accept: the key belongs to the application after all.
+                await self._desktop.keys.press(passed)
+
+    # -- the decision loop ------------------------------------------------------------
+
+    async def _decide(self, session: _Session) -> tuple[Completion | None, str]:
+        while True:
+            kind, value = await session.events.get()
+            if kind == "done":
+                alternative = value
+                assert isinstance(alternative, _Alternative)
+                if alternative is session.current and session.accept_pending:
+                    if alternative.completion is not None and alternative.completion.middle:
+                        return alternative.completion, "accepted"
+                    return None, _with_error(session, "empty")
+                continue
+            if kind == "closed":
+                return None, _with_error(session, str(value))
+            command = str(value)
+            if command.startswith("accept"):
+                key = command.partition(":")[2]
+                current = session.current
+                if current.completion is not None:
+                    if current.completion.middle:
+                        return current.completion, "accepted"
+                    return None, f"pass:{key}" if key else "empty"
+                if current.text and current.task is not None:
+                    session.accept_pending = key or "accept"
+                    continue
+                return None, f"pass:{key}" if key else "dismissed"
+            if command == "dismiss":
+                return None, _with_error(session, "dismissed")
+            if command in ("next", "previous"):
+                self._cycle(session, 1 if command == "next" else -1)
+
+    def _on_key(self, session: _Session, name: str) -> None:
+        if name.startswith("accept"):
+            chord = self._settings.ui.preview_accept_keys[int(name.removeprefix("accept"))]
+            session.events.put_nowait(("command", f"accept:{chord}"))
+        else:
+            session.events.put_nowait(("command", name))
+
+    def _on_activity(self, session: _Session, kind: str, code: int, own: frozenset[int]) -> None:
+        if kind == "key" and code in own:
+            return  # our popup keys and the modifiers: not the user typing in the app
+        if self._desktop.keys.injecting:
+            return
+        session.events.put_nowait(("closed", "typing" if kind == "key" else "click"))
+
+    async def _watch_focus(self, session: _Session) -> None:
+        while True:
+            await asyncio.sleep(FOCUS_POLL_S)
+            focused = self._desktop.windows.focused()
+            if focused is None or focused.window_id != session.target.window_id:
+                session.events.put_nowait(("closed", "focus"))
+                return
+
+    # -- alternatives -----------------------------------------------------------------
+
+    def _start(self, session: _Session, request: CompletionRequest) -> None:
+        alternative = _Alternative(request)
+        session.alternatives.append(alternative)
+        session.index = len(session.alternatives) - 1
+        started = time.monotonic()
+        number = session.index
+
+        def on_text(text: str) -> None:
+            if alternative.first_text_ms is None:
+                alternative.first_text_ms = (time.monotonic() - started) * 1000
+            alternative.text = text
+            if session.index == number:
+                self._bus.publish(
+                    PreviewText(
+                        session.preview_id,
+                        text,
+                        alternative.backend,
+                        ms=alternative.first_text_ms,
+                        alternative=number,
+                    )
+                )
+
+        async def complete() -> Completion:
+            try:
+                completion = await session.completer.complete(request, on_text)
+            except RequestDropped:
+                raise
+            except AnyfillError as exc:
+                alternative.error = str(exc)
+                self._show(session, number)
+                session.events.put_nowait(("done", alternative))
+                raise
+            alternative.completion = completion
+            alternative.backend = completion.backend
+            self._show(session, number)
+            session.events.put_nowait(("done", alternative))
+            return completion
+
+        alternative.task = asyncio.create_task(complete(), name=f"preview-{request.id}")
+        alternative.task.add_done_callback(_consume)
+
+    def _show(self, session: _Session, number: int) -> None:
+        if session.index != number:
+            return
+        alternative = session.alternatives[number]
+        completion = alternative.completion
+        self._bus.publish(
+            PreviewText(
+                session.preview_id,
+                completion.middle if completion is not None else alternative.text,
+                alternative.backend,
+                final=completion is not None or bool(alternative.error),
+                ms=completion.ms if completion is not None else None,
+                alternative=number,
+                error=alternative.error,
+            )
+        )
+
+    def _cycle(self, session: _Session, step: int) -> None:
+        target = session.index + step
+        if target < 0:
+            return
+        if target < len(session.alternatives):
+            session.index = target
+            self._show(session, target)
+            return
+        base = session.alternatives[0].request
+        chain = session.chain
+        rotation = target % len(chain) if chain else 0
+        rotated = chain[rotation:] + chain[:rotation]
+        self._start(session, replace(base, id=new_request_id(), backends=rotated))
+
+
+def _with_error(session: _Session, reason: str) -> str:
+    """The reason a preview closed, with the backend's failure when it had one."""
+    error = session.current.error if session.alternatives else ""
+    return f"{reason} (the backend failed: {error})" if error else reason
+
+
+def looks_like_code(text: str) -> bool:
+    """Monospace for code: indentation, brackets or keywords near the caret."""
+    return sum(hint in text for hint in _CODE_HINTS) >= 2
+
+
+def _nothing() -> None:
+    return None
+
+
+def _consume(task: asyncio.Task[Completion]) -> None:
+    if not task.cancelled():
+        task.exception()  # reported through the session; do not log it as unretrieved
+
+
+async def _settle(task: asyncio.Task[Completion]) -> None:
+    with contextlib.suppress(asyncio.CancelledError, AnyfillError):
+        await task

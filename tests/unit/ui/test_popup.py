@@ -1,0 +1,98 @@
+"""The preview popup on the offscreen platform: never focusable, placement and clamping,
+"thinking…" then streamed text, the hint line, closing."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPoint, QRect, QSize, Qt
+from PySide6.QtGui import QGuiApplication
+from pytestqt.qtbot import QtBot
+
+from anyfill.daemon.bus.status import PreviewShown, PreviewText
+from anyfill.daemon.context import CaretRect
+from anyfill.ui.placement import CARET_GAP, POINTER_GAP, place
+from anyfill.ui.popup import PreviewPopup, hint_line
+
+SCREEN = QRect(0, 0, 1280, 800)
+SIZE = QSize(300, 80)
+KEYS = (
+    ("accept0", "<tab>"),
+    ("accept1", "<enter>"),
+    ("dismiss", "<esc>"),
+    ("next", "<alt>+]"),
+    ("previous", "<alt>+["),
+)
+
+
+def test_below_the_caret() -> None:
+    caret = QRect(100, 200, 2, 18)
+    assert place(SIZE, caret, SCREEN, at_pointer=False) == QPoint(100, 218 + CARET_GAP)
+
+
+def test_flipped_above_the_caret_near_the_bottom_edge() -> None:
+    caret = QRect(100, 760, 2, 18)
+    assert place(SIZE, caret, SCREEN, at_pointer=False) == QPoint(100, 760 - CARET_GAP - 80)
+
+
+def test_clamped_at_the_right_edge_and_on_a_second_screen() -> None:
+    caret = QRect(1250, 100, 2, 18)
+    assert place(SIZE, caret, SCREEN, at_pointer=False).x() == 1280 - 300
+    right = QRect(1280, 0, 1920, 1080)
+    pointer = QRect(1290, 1070, 1, 1)
+    spot = place(SIZE, pointer, right, at_pointer=True)
+    assert spot == QPoint(1290, 1070 - POINTER_GAP - 80)
+
+
+def test_a_popup_taller_than_the_room_above_stays_below_and_on_screen() -> None:
+    spot = place(QSize(300, 780), QRect(10, 50, 2, 18), SCREEN, at_pointer=False)
+    assert (spot.x(), spot.y()) == (10, 800 - 780)
+
+
+def test_the_popup_never_takes_focus(qtbot: QtBot) -> None:
+    popup = PreviewPopup()
+    qtbot.addWidget(popup)
+    flags = popup.windowFlags()
+    assert flags & Qt.WindowType.WindowDoesNotAcceptFocus
+    assert flags & Qt.WindowType.X11BypassWindowManagerHint
+    assert flags & Qt.WindowType.WindowStaysOnTopHint
+    assert popup.testAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating)
+    assert popup.focusPolicy() == Qt.FocusPolicy.NoFocus
+
+
+def test_thinking_then_streamed_text_then_final_then_closed(qtbot: QtBot) -> None:
+    popup = PreviewPopup()
+    qtbot.addWidget(popup)
+    caret = CaretRect(200, 300, 2, 18)
+    popup.open_for(PreviewShown(1, "Mousepad", caret, "    return ", "", True, KEYS))
+    assert popup.isVisible()
+    assert popup.pos() == QPoint(200, 318 + CARET_GAP)
+    body = popup._body
+    assert "thinking…" in body.text()
+    assert "return" in body.text()
+    popup.show_text(PreviewText(1, "3.14 *", "", ms=12.0))
+    assert "3.14 *" in body.text()
+    assert "thinking" not in body.text()
+    assert "first text 12 ms" in popup._header.text()
+    popup.show_text(PreviewText(2, "stale", "x"))  # another preview's text: ignored
+    assert "stale" not in body.text()
+    popup.show_text(PreviewText(1, "3.14 * r * r", "local", final=True, ms=80.0))
+    assert "3.14 * r * r" in body.text()
+    assert "local · 80 ms" in popup._header.text()
+    assert body.font().fixedPitch()
+    popup.close_for(1)
+    assert not popup.isVisible()
+
+
+def test_without_a_caret_rectangle_the_popup_goes_below_the_pointer(qtbot: QtBot) -> None:
+    popup = PreviewPopup()
+    qtbot.addWidget(popup)
+    popup.open_for(PreviewShown(3, "xterm", None, "", "", False, KEYS))
+    anchor = popup.anchor
+    screen = QGuiApplication.primaryScreen().availableGeometry()
+    expected = place(popup.size(), anchor, screen, at_pointer=True)
+    assert popup.pos() == expected
+
+
+def test_the_hint_line_names_the_configured_keys() -> None:
+    assert (
+        hint_line(KEYS) == "Tab / Enter insert   ·   Esc dismiss   ·   Alt+[ / Alt+] alternatives"
+    )

@@ -1,0 +1,189 @@
+"""``anyfill run``: the Qt application around the core: tray, preview popup, notifications.
+
+Qt owns the main thread; the core runs on its own thread behind :class:`CoreBridge`.
+Without a system tray (GNOME without the AppIndicator extension, some tiling window
+managers) the hotkeys and the preview keep working: the log and a notification say so
+once, and ``anyfill status`` answers from the command line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtWidgets import QApplication
+
+from anyfill.config.model import Settings
+from anyfill.daemon.app import desktop_kind
+from anyfill.daemon.bus.status import (
+    PressFinished,
+    PreviewClosed,
+    PreviewShown,
+    PreviewText,
+    Problem,
+    ShowWindow,
+)
+from anyfill.daemon.scheduler.events import AttemptFinished
+from anyfill.ui.bridge import CoreBridge
+from anyfill.ui.history import History
+from anyfill.ui.notify import Notifier, problem_of, problem_of_stop
+from anyfill.ui.popup import PreviewPopup
+from anyfill.ui.state import TrayState
+from anyfill.ui.tray import Tray
+from anyfill.ui.windows import WindowHost
+
+log = logging.getLogger("anyfill.ui")
+
+TRAY_RETRY_MS = 5_000
+NO_TRAY = Problem(
+    "no_tray",
+    "No system tray here, so anyfill shows no icon; the hotkeys and the preview work.",
+    "On GNOME enable the 'AppIndicator and KStatusNotifierItem Support' extension. "
+    "`anyfill status` shows the state; stop anyfill with Ctrl+C or its service.",
+)
+
+
+class TrayApp(QObject):
+    """Wires the bridge's events to the tray, the popup, the history and notifications."""
+
+    def __init__(
+        self,
+        app: QApplication,
+        settings: Settings,
+        config_path: Path,
+        bridge: CoreBridge | None = None,
+    ) -> None:
+        super().__init__()
+        self.app = app
+        self.bridge = bridge or CoreBridge(settings)
+        self.state = TrayState(chain=tuple(settings.routing.default))
+        self.history = History(settings.ui.history_size)
+        self.notifier = Notifier(settings.ui.notifications)
+        self.windows = WindowHost(self.bridge, config_path)
+        self.popup = PreviewPopup(settings.ui.preview_font_size)
+        self.tray = Tray(self.bridge, self.state, self.history, self.windows, self.quit)
+        self.ready_at: float | None = None
+        self._urls = {b.name: b.url for b in settings.backends}
+        self._want_tray = settings.ui.tray
+        self._tray_watch: QTimer | None = None
+        self.bridge.core_event.connect(self.on_event)
+        self.bridge.ready.connect(self.on_ready)
+        self.bridge.stopped.connect(self.on_stopped)
+
+    def start(self) -> None:
+        if self._want_tray and not self._show_tray():
+            self.notifier.problem(NO_TRAY)
+            # A panel started after us (a session still coming up) gets the icon then.
+            self._tray_watch = QTimer(self)
+            self._tray_watch.timeout.connect(self._show_tray)
+            self._tray_watch.start(TRAY_RETRY_MS)
+        self.bridge.start()
+
+    def _show_tray(self) -> bool:
+        if self.tray.icon.isVisible():
+            return True
+        if not Tray.available():
+            return False
+        self.notifier.tray = self.tray.icon
+        self.tray.show()
+        log.info("tray icon shown")
+        log.debug("tray icon shown at %.6f", time.monotonic())  # bench/bench_tray.py
+        if self._tray_watch is not None:
+            self._tray_watch.stop()
+        return True
+
+    def show_window(self, window: str) -> None:
+        """A second `anyfill run` (or `anyfill` over the control socket) asked for a window."""
+        if window == "settings":
+            self.windows.show_settings()
+        elif window == "diagnostics":
+            self.windows.show_diagnostics()
+
+    def quit(self) -> None:
+        self.popup.hide()
+        self.app.quit()
+
+    # -- from the core ----------------------------------------------------------------
+
+    def on_ready(self, status: object) -> None:
+        self.ready_at = time.monotonic()
+        self.on_event(status)
+        tray = self.tray.icon.isVisible()
+        self.bridge.call(lambda core: core.ui_status.update(icon=tray, host=Tray.available()))
+        log.info("tray ready" if tray else "tray ready (no tray host: no icon)")
+
+    def on_stopped(self, reason: str) -> None:
+        if not reason:
+            return
+        problem = problem_of_stop(reason)
+        self.state.apply(problem)
+        self.tray.refresh()
+        self.notifier.problem(problem)
+        if not self.tray.icon.isVisible():
+            self.app.exit(1)  # nothing left to show: no core and no tray to explain it
+
+    def on_event(self, event: object) -> None:
+        if isinstance(event, PreviewText):
+            self.popup.show_text(event)
+            log.debug(
+                "popup %d: %d characters%s",
+                event.preview_id,
+                len(event.text),
+                " (final)" if event.final else "",
+            )
+            return
+        if isinstance(event, PreviewShown):
+            self.popup.open_for(event)
+            log.debug("popup %d shown at %s", event.preview_id, self.popup.pos().toTuple())
+        elif isinstance(event, PreviewClosed):
+            self.popup.close_for(event.preview_id)
+            log.debug("popup %d closed: %s", event.preview_id, event.reason)
+        elif isinstance(event, PressFinished):
+            self.tray.on_finished(event)
+        elif isinstance(event, Problem):
+            self.notifier.problem(event)
+        elif isinstance(event, ShowWindow):
+            self.show_window(event.window)
+            return
+        elif isinstance(event, AttemptFinished):
+            problem = problem_of(event, self._urls)
+            if problem is not None:
+                self.notifier.problem(problem)
+            return
+        if self.state.apply(event):
+            self.tray.refresh()
+
+
+def run_tray(settings: Settings, config_path: Path) -> int:
+    """Run the tray application until the user quits; the exit code."""
+    if desktop_kind() == "x11" and "QT_QPA_PLATFORM" not in os.environ:
+        # The desktop path is X11 (also for Xwayland apps in a Wayland session): the popup
+        # must be an X11 window too, or it cannot be placed at their caret.
+        os.environ["QT_QPA_PLATFORM"] = "xcb"
+    app = QApplication.instance() or QApplication(["anyfill"])
+    assert isinstance(app, QApplication)
+    app.setApplicationName("anyfill")
+    app.setQuitOnLastWindowClosed(False)  # closing a window never quits a tray app
+    tray_app = TrayApp(app, settings, config_path)
+    _quit_on_signals(app)
+    tray_app.start()
+    try:
+        return app.exec()
+    finally:
+        tray_app.popup.hide()
+        if not tray_app.bridge.stop():
+            log.warning("the core did not stop within 5 s")
+
+
+def _quit_on_signals(app: QApplication) -> None:
+    """Ctrl+C and SIGTERM quit cleanly (hotkeys released, clipboard handed over)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: app.quit())
+    # Python runs signal handlers between bytecodes: wake the interpreter now and then.
+    timer = QTimer(app)
+    timer.timeout.connect(lambda: None)
+    timer.start(200)

@@ -1,0 +1,223 @@
+"""The preview popup: the completion at the caret before it goes in.
+
+It never takes the keyboard focus (the paste must reach the target app, and the focus
+guard must keep passing): a frameless tool window the window manager does not manage,
+shown without activation. Its keys are grabbed by the core while it shows; the popup
+itself only draws what the core's preview events say.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import time
+
+from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtGui import QCursor, QFont, QFontDatabase, QGuiApplication, QPaintEvent, QPalette
+from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
+
+from anyfill.daemon.bus.status import PreviewShown, PreviewText
+from anyfill.ui.placement import place
+
+log = logging.getLogger("anyfill.ui.popup")
+
+MAX_LINES = 12
+MAX_WIDTH_FRACTION = 0.6
+_KEY_NAMES = {"<tab>": "Tab", "<enter>": "Enter", "<esc>": "Esc", "<alt>": "Alt"}
+
+
+def key_label(chord: str) -> str:
+    return "+".join(
+        _KEY_NAMES.get(f"<{p.strip('<>')}>", p.strip("<>").title()) for p in chord.split("+")
+    )
+
+
+def hint_line(keys: tuple[tuple[str, str], ...]) -> str:
+    accept = [key_label(chord) for name, chord in keys if name.startswith("accept")]
+    named = {name: key_label(chord) for name, chord in keys}
+    parts = []
+    if accept:
+        parts.append(f"{' / '.join(accept)} insert")
+    if "dismiss" in named:
+        parts.append(f"{named['dismiss']} dismiss")
+    if "next" in named:
+        parts.append(
+            f"{named['previous']} / {named['next']} alternatives"
+            if "previous" in named
+            else f"{named['next']} next"
+        )
+    return "   ·   ".join(parts)
+
+
+class _Body(QLabel):
+    """The completion's label; stamps each paint for the preview benchmark."""
+
+    def __init__(self, popup: PreviewPopup) -> None:
+        super().__init__(popup)
+        self._popup = popup
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        super().paintEvent(event)
+        popup = self._popup
+        if popup.preview_id is not None and log.isEnabledFor(logging.DEBUG):
+            # When text became visible, on the clock every process shares (bench/bench_tray).
+            log.debug(
+                "popup %d painted %d characters at %.6f",
+                popup.preview_id,
+                len(popup.text),
+                time.monotonic(),
+            )
+
+
+class PreviewPopup(QFrame):
+    """Shows one preview at a time; :meth:`open_for`, :meth:`show_text`, :meth:`close_for`."""
+
+    def __init__(self, font_size: int = 11, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowFlags(
+            Qt.WindowType.Tool
+            | Qt.WindowType.FramelessWindowHint
+            | Qt.WindowType.WindowStaysOnTopHint
+            | Qt.WindowType.WindowDoesNotAcceptFocus
+            | Qt.WindowType.X11BypassWindowManagerHint
+        )
+        self.setAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating)
+        self.setAttribute(Qt.WidgetAttribute.WA_X11DoNotAcceptFocus)
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.setObjectName("anyfillPreview")
+        self.setWindowTitle("anyfill preview")
+        self.setFrameShape(QFrame.Shape.Box)
+        self._font_size = font_size
+        self.preview_id: int | None = None
+        self._shown: PreviewShown | None = None
+        self._anchor = QRect()
+        self._at_pointer = True
+        self.text = ""
+        self.final = False
+
+        self._header = QLabel(self)
+        self._body = _Body(self)
+        self._hint = QLabel(self)
+        for label in (self._header, self._body, self._hint):
+            label.setTextFormat(Qt.TextFormat.RichText)
+            label.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self._body.setTextInteractionFlags(Qt.TextInteractionFlag.NoTextInteraction)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(10, 6, 10, 6)
+        layout.setSpacing(4)
+        layout.addWidget(self._header)
+        layout.addWidget(self._body)
+        layout.addWidget(self._hint)
+        self._style()
+
+    def _style(self) -> None:
+        palette = QGuiApplication.palette()
+        base = palette.color(QPalette.ColorRole.ToolTipBase)
+        text = palette.color(QPalette.ColorRole.ToolTipText)
+        dark = base.lightness() < 128
+        self._dim = "#8b949e" if dark else "#6b7280"
+        self._mark = "#264f78" if dark else "#dbeafe"
+        background = "#1f2430" if dark else "#fbfbfd"
+        foreground = text.name() if dark else "#111827"
+        self.setStyleSheet(
+            f"#anyfillPreview {{ background: {background}; color: {foreground};"
+            f" border: 1px solid {'#3b4252' if dark else '#9ca3af'}; }}"
+            f"QLabel {{ color: {foreground}; background: transparent; }}"
+        )
+        small = QFont(self.font())
+        small.setPointSizeF(max(self._font_size - 2, 6))
+        self._header.setFont(small)
+        self._hint.setFont(small)
+
+    # -- events from the core ---------------------------------------------------------
+
+    def open_for(self, event: PreviewShown) -> None:
+        self.preview_id = event.preview_id
+        self._shown = event
+        self.text, self.final = "", False
+        font = (
+            QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+            if event.monospace
+            else QFont(self.font())
+        )
+        if event.monospace:
+            font.setStyleHint(QFont.StyleHint.TypeWriter)
+            font.setFixedPitch(True)
+        font.setPointSize(self._font_size)
+        self._body.setFont(font)
+        self._hint.setText(self._dimmed(hint_line(event.keys)))
+        self._header.setText(self._dimmed(f"anyfill · {event.app or 'preview'}"))
+        self._anchor, self._at_pointer = self._anchor_for(event)
+        self._render()
+        self.show()
+        self.raise_()
+
+    def show_text(self, event: PreviewText) -> None:
+        if event.preview_id != self.preview_id or self._shown is None:
+            return
+        self.text, self.final = event.text, event.final
+        parts = [self._shown.app or "preview"]
+        if event.backend:
+            parts.append(event.backend)
+        if event.ms is not None:
+            parts.append(f"{event.ms:.0f} ms" if event.final else f"first text {event.ms:.0f} ms")
+        if event.alternative:
+            parts.append(f"alternative {event.alternative + 1}")
+        header = " · ".join(html.escape(p) for p in parts)
+        if event.error:
+            header += f' · <span style="color:#dc2626">{html.escape(event.error)}</span>'
+        self._header.setText(f'<span style="color:{self._dim}">anyfill · {header}</span>')
+        self._render(error=bool(event.error))
+
+    def _dimmed(self, text: str) -> str:
+        return f'<span style="color:{self._dim}">{html.escape(text)}</span>'
+
+    def close_for(self, preview_id: int) -> None:
+        if preview_id == self.preview_id:
+            self.preview_id = None
+            self.hide()
+
+    # -- drawing and placement --------------------------------------------------------
+
+    def _render(self, *, error: bool = False) -> None:
+        shown = self._shown
+        if shown is None:
+            return
+        before = shown.line_before.lstrip() if len(shown.line_before) > 40 else shown.line_before
+        if self.text:
+            lines = self.text.split("\n")
+            if len(lines) > MAX_LINES:
+                lines = [*lines[:MAX_LINES], "…"]
+            middle = html.escape("\n".join(lines))
+            middle_html = f'<span style="background:{self._mark}">{middle}</span>'
+            if not self.final:
+                middle_html += self._dimmed("▍")
+        else:
+            note = "failed" if error else "no completion" if self.final else "thinking…"
+            middle_html = f'<i style="color:{self._dim}">{note}</i>'
+        body = self._dimmed(before) + middle_html + self._dimmed(shown.line_after)
+        self._body.setText(f'<pre style="margin:0; white-space:pre">{body}</pre>')
+        self.adjustSize()
+        self._place()
+
+    def _anchor_for(self, event: PreviewShown) -> tuple[QRect, bool]:
+        caret = event.caret
+        if caret is not None and caret.width >= 0 and caret.height > 0:
+            return QRect(caret.x, caret.y, max(caret.width, 1), caret.height), False
+        pointer = QCursor.pos()
+        return QRect(pointer, pointer), True
+
+    def _place(self) -> None:
+        screen = QGuiApplication.screenAt(self._anchor.center()) or QGuiApplication.primaryScreen()
+        area = screen.availableGeometry()
+        self.setMaximumWidth(int(area.width() * MAX_WIDTH_FRACTION))
+        size = self.sizeHint().boundedTo(self.maximumSize())
+        self.resize(size)
+        self.move(place(size, self._anchor, area, at_pointer=self._at_pointer))
+
+    @property
+    def anchor(self) -> QRect:
+        return QRect(self._anchor)
+
+    def position(self) -> QPoint:
+        return self.pos()
