@@ -6,7 +6,7 @@ Run it when the machine is quiet and repeat it: the figures are ratios measured 
 
 import sys
 
-from anyfill.daemon.scheduler.bench import run_benchmarks
+from anyfill.bench import run_benchmarks
 
 if __name__ == "__main__":
     run_benchmarks(

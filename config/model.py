@@ -16,6 +16,7 @@ from pydantic import (
     ConfigDict,
     Field,
     TypeAdapter,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -34,6 +35,7 @@ BackendType = Literal[
     "openai-chat",
     "anthropic",
     "gemini",
+    "mqtt",
 ]
 
 BACKEND_TYPES: tuple[str, ...] = BackendType.__args__  # type: ignore[attr-defined]
@@ -74,6 +76,14 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _HOTKEY_PART = re.compile(r"^(<[a-z0-9_]+>|.)$")
 
 _HTTP_URL: TypeAdapter[AnyHttpUrl] = TypeAdapter(AnyHttpUrl)
+_BROKER_URL = re.compile(r"^mqtts?://([^@/\s]+@)?[^/@\s:]+(:\d{1,5})?/?$")
+_POOL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def _check_broker_url(value: str) -> str:
+    if not _BROKER_URL.match(value):
+        raise ValueError("expected mqtt://[user@]host[:port] or mqtts://[user@]host[:port]")
+    return value
 
 
 class Section(BaseModel):
@@ -159,6 +169,10 @@ class BackendConfig(Section):
         default_factory=dict, description="Extra request fields passed to the server verbatim."
     )
     headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers.")
+    pool: str = Field(
+        "",
+        description="type 'mqtt' only: the worker pool to ask ('anyfill worker --pool NAME').",
+    )
     allow_insecure_http: bool = Field(
         False,
         description="Send this backend's API key over plain http:// to a host that is not "
@@ -202,9 +216,19 @@ class BackendConfig(Section):
 
     @field_validator("url")
     @classmethod
-    def _check_url(cls, value: str) -> str:
+    def _check_url(cls, value: str, info: ValidationInfo) -> str:
+        if info.data.get("type") == "mqtt":
+            return _check_broker_url(value).rstrip("/")
         _HTTP_URL.validate_python(value)
         return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _pool_for_mqtt(self) -> BackendConfig:
+        if self.type == "mqtt" and not _POOL.match(self.pool):
+            raise ValueError(
+                "a backend of type 'mqtt' needs pool = NAME (letters, digits, '-', '_', '.')"
+            )
+        return self
 
     @field_validator("headers")
     @classmethod
@@ -449,15 +473,29 @@ def _node_name() -> str:
 
 
 class MqttConfig(Section):
+    """The daemon on a broker (status, events, request API) and ``anyfill worker``."""
+
     enabled: bool = False
-    url: str = Field("mqtt://127.0.0.1:1883", description="mqtt:// or mqtts:// broker URL.")
+    url: str = Field(
+        "mqtt://127.0.0.1:1883", description="mqtt://[user@]host[:port] or mqtts:// for TLS."
+    )
     node: str = Field(default_factory=_node_name)
+    prefix: str = Field("anyfill", description="First level of every topic.")
+    protocol: Literal["5", "3.1.1"] = Field(
+        "5", description="MQTT version; worker pools and Response Topics need 5."
+    )
     username: str = ""
     password_key: str = Field(
-        "", description="Keyring entry holding the broker password (service 'anyfill')."
+        "",
+        description="Keyring entry holding the broker password (service 'anyfill'); "
+        "ANYFILL_MQTT_PASSWORD is read when the keyring has none.",
     )
-    client_id: str = ""
-    worker_pool: str = Field("", description="Pool name: send requests to shared workers.")
+    client_id: str = Field("", description="Empty: anyfill-<node>.")
+    tls_ca: str = Field("", description="CA file for mqtts:// (empty: the system's CAs).")
+    tls_cert: str = Field("", description="Client certificate file (TLS client auth).")
+    tls_key: str = Field("", description="Client key file (TLS client auth).")
+    keepalive_s: int = Field(30, ge=5, le=3600)
+    worker_pool: str = Field("", description="The pool 'anyfill worker' serves without --pool.")
     allow_remote_insert: bool = Field(
         False, description="Let broker requests type into this desktop (needs authentication)."
     )
@@ -465,15 +503,20 @@ class MqttConfig(Section):
     @field_validator("url")
     @classmethod
     def _scheme(cls, value: str) -> str:
-        if not re.match(r"^(mqtts?|wss?)://[^/\s]+", value):
-            raise ValueError("expected mqtt://host[:port] or mqtts://host[:port]")
-        return value
+        return _check_broker_url(value)
 
-    @field_validator("node")
+    @field_validator("node", "prefix")
     @classmethod
     def _node(cls, value: str) -> str:
-        if not value or any(ch in value for ch in "/+#"):
-            raise ValueError("a node name is non-empty and has no '/', '+' or '#'")
+        if not value or any(ch in value for ch in "/+#$"):
+            raise ValueError("a topic level is non-empty and has no '/', '+', '#' or '$'")
+        return value
+
+    @field_validator("worker_pool")
+    @classmethod
+    def _pool(cls, value: str) -> str:
+        if value and not _POOL.match(value):
+            raise ValueError("a pool name is letters, digits, '-', '_' or '.'")
         return value
 
 

@@ -12,7 +12,10 @@ from anyfill.daemon.errors import ConfigError, NeedsKeyError
 
 KEYRING_SERVICE = "anyfill"
 
+BROKER_PASSWORD_ENV = "ANYFILL_MQTT_PASSWORD"
+
 __all__ = [
+    "BROKER_PASSWORD_ENV",
     "KEYRING_SERVICE",
     "KeyStatus",
     "delete_api_key",
@@ -20,6 +23,7 @@ __all__ = [
     "load_keyring",
     "move_api_key",
     "resolve_api_key",
+    "resolve_broker_password",
     "store_api_key",
 ]
 
@@ -156,3 +160,13 @@ def key_status(backend: BackendConfig, environ: Mapping[str, str] | None = None)
     except keyring.errors.KeyringError as exc:
         return KeyStatus(False, env_var, env_set, keyring_error=str(exc) or type(exc).__name__)
     return KeyStatus(bool(stored), env_var, env_set)
+
+
+def resolve_broker_password(key_name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The MQTT broker password: keyring entry ``key_name``, else ``ANYFILL_MQTT_PASSWORD``."""
+    environ = os.environ if environ is None else environ
+    if key_name:
+        password = _keyring_get(key_name)
+        if password:
+            return password
+    return environ.get(BROKER_PASSWORD_ENV) or None

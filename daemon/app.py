@@ -7,6 +7,7 @@ The desktop is opened first so a missing display fails at once with a clear mess
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 import os
@@ -109,6 +110,57 @@ def default_completer(settings: Settings, bus: EventBus | None = None) -> Any:
     return Engine(settings, bus=bus)
 
 
+def start_mqtt(
+    settings: Settings,
+    completer: Completer,
+    trigger: Callable[[Action], None] | None,
+    *,
+    bus: EventBus | None = None,
+) -> asyncio.Task[None] | None:
+    """With ``[mqtt]`` enabled, the node's status, events and request API on the broker
+    (``anyfill.daemon.mqtt.node``); it reconnects by itself and never stops the daemon."""
+    if not settings.mqtt.enabled:
+        return None
+    from anyfill.daemon.mqtt.connection import spec_from_config
+    from anyfill.daemon.mqtt.node import NodeBridge
+
+    def trigger_action(action: str) -> None:
+        if trigger is not None and action in ("complete", "preview"):
+            trigger("complete" if action == "complete" else "preview")
+
+    engine = getattr(completer, "current", completer)  # a swappable completer's engine
+    bus = bus if bus is not None else getattr(engine, "bus", None)
+    backends = getattr(engine, "backends", {})
+    unusable = getattr(engine, "unusable", {})
+    bridge = NodeBridge(
+        completer,
+        settings,
+        spec_from_config(settings.mqtt),
+        bus=bus,
+        backends=list(backends),
+        unusable={name: str(error) for name, error in unusable.items()},
+        trigger=trigger_action if trigger is not None else None,
+        version=_version(),
+    )
+    return asyncio.get_running_loop().create_task(bridge.run(), name="mqtt-node")
+
+
+async def _stop(task: asyncio.Task[None] | None) -> None:
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("anyfill")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
 async def serve(
     settings: Settings,
     stop: asyncio.Event,
@@ -165,6 +217,7 @@ async def serve_core(
         open_desktop(settings, on_trigger) as desktop,
         SwappableCompleter(completer_factory, core.bus) as completer,
     ):
+        core.backends = lambda: getattr(completer.current, "backends", None) or {}
         starting: list[asyncio.Task[None]] = []
         pipeline, previewer = _desktop_path(core, desktop, completer, preview=preview)
         pipelines.append(pipeline)
@@ -192,6 +245,7 @@ async def serve_core(
             lambda: "; ".join(reloader.rejected) if reloader.rejected else f"{path}: in force",
         )
         await control.start_serving()
+        bridge = start_mqtt(settings, completer, on_trigger, bus=core.bus)
         async with ConfigWatcher(path, reloader.on_text):
             chain = ", ".join(settings.routing.default)
             log.info("anyfill is running; backends in order: %s", chain)
@@ -206,6 +260,7 @@ async def serve_core(
                 await first_set(stop, desktop.lost, build_failed)
             finally:
                 pipelines.clear()
+                await _stop(bridge)
                 core.attach(None, None)
                 await pipeline.aclose()
                 for task in starting:

@@ -6,6 +6,7 @@ Only click and the standard library are imported at module level: ``anyfill --he
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -302,20 +303,66 @@ def autostart_status(as_json: bool) -> None:
     click.echo(json.dumps(found.as_dict(), indent=2) if as_json else found.text())
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def worker() -> None:
-    """Serve completions to a team over MQTT (not yet available)."""
-    _not_yet("worker", "the MQTT issue")
+@cli.command()
+@click.option("--pool", metavar="NAME", help="The pool to serve (default: mqtt.worker_pool).")
+@click.option("--id", "worker_id", metavar="ID", help="This worker's name (default: host-pid).")
+@click.option(
+    "--batch-window-ms",
+    type=click.FloatRange(0, 1000),
+    default=0.0,
+    show_default=True,
+    help="Batch the prompts that arrive within this window into one request to a server "
+    "that takes prompt lists (0: no batching; answers stream).",
+)
+@click.option("--limit-window-s", type=click.FloatRange(0.1), hidden=True, default=60.0)
+@click.option("--sends-log", type=click.Path(dir_okay=False), hidden=True)
+@pass_state
+def worker(
+    state: CliState,
+    *,
+    pool: str | None,
+    worker_id: str | None,
+    batch_window_ms: float,
+    limit_window_s: float,
+    sends_log: str | None,
+) -> None:
+    """Serve a pool's completions from the broker of [mqtt] with this host's backends.
+
+    Desktops reach the pool through a backend of type 'mqtt' with the same pool name. The
+    backends' per-minute limits are the whole pool's: each worker enforces its share.
+    """
+    from anyfill.daemon.worker.run import run_worker
+
+    settings = state.settings()
+    name = pool or settings.mqtt.worker_pool
+    if not name:
+        raise click.UsageError("name the pool: --pool NAME (or mqtt.worker_pool)")
+    for what, value in (("--pool", name), ("--id", worker_id or "ok")):
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", value):
+            raise click.UsageError(f"{what} {value!r}: use letters, digits, '-', '_' or '.'")
+    if settings.mqtt.protocol != "5":
+        raise click.UsageError('worker pools need MQTT 5: set mqtt.protocol = "5"')
+    sys.exit(
+        run_worker(
+            settings,
+            name,
+            worker_id=worker_id,
+            batch_window_s=batch_window_ms / 1000,
+            limit_window_s=limit_window_s,
+            sends_log=sends_log,
+            debug=state.debug,
+        )
+    )
 
 
 @cli.command()
-@click.argument("which", nargs=-1, type=click.Choice(["p2", "p3", "p4", "p6", "all"]))
+@click.argument("which", nargs=-1, type=click.Choice(["p2", "p3", "p4", "p6", "mqtt", "all"]))
 @click.option("--quick", is_flag=True, help="Fewer repetitions: a rough figure, sooner.")
 @click.option("--no-peers", is_flag=True, help="P2 without the openai SDK and LiteLLM.")
 def bench(which: tuple[str, ...], quick: bool, no_peers: bool) -> None:
     """Measure the request path against a loopback stub: P2 client cost, P3 cancel to
-    socket close, P4 batching, P6 rate limiter (default: all)."""
-    from anyfill.daemon.scheduler.bench import run_benchmarks
+    socket close, P4 batching, P6 rate limiter, mqtt worker pools (default: all)."""
+    from anyfill.bench import run_benchmarks
 
     run_benchmarks(which or ("all",), quick=quick, peers=not no_peers, say=click.echo)
 

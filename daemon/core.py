@@ -8,6 +8,7 @@ press, and announce the result as a :class:`DaemonStatus` on the bus.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -19,6 +20,9 @@ from anyfill.daemon.control.commands import Commands
 from anyfill.daemon.errors import ConfigError
 
 if TYPE_CHECKING:
+    from anyfill.daemon.backends.base import Backend
+    from anyfill.daemon.managed.backend import ManagedLlamaCppBackend
+    from anyfill.daemon.managed.events import ManagedServerChanged
     from anyfill.daemon.pipeline import Pipeline
 
 log = logging.getLogger("anyfill.core")
@@ -49,6 +53,8 @@ class Core:
         """The attached front end ("tray"), empty when headless."""
         self.ui_status: dict[str, Any] = {}
         """What the front end reports about itself for ``anyfill status``."""
+        self.backends: Callable[[], Mapping[str, Backend]] = dict
+        """The backends of the engine in force (set by whoever builds the engine)."""
 
     def attach(self, pipeline: Pipeline | None, preview: PreviewPort | None) -> None:
         """The desktop path is up (or, with None, down); a pause chosen before holds."""
@@ -147,6 +153,32 @@ class Core:
         self.settings.routing.default = chain
         log.info("backends in order: %s", ", ".join(chain))
         return self.announce()
+
+    # -- managed llama-servers ----------------------------------------------------------
+
+    def _managed(self) -> dict[str, ManagedLlamaCppBackend]:
+        from anyfill.daemon.managed.backend import ManagedLlamaCppBackend
+
+        return {
+            name: backend
+            for name, backend in self.backends().items()
+            if isinstance(backend, ManagedLlamaCppBackend)
+        }
+
+    def managed_servers(self) -> list[ManagedServerChanged]:
+        """The last published state of each managed server (for a listener that starts
+        after the events went by)."""
+        return [backend.supervisor.last_event for backend in self._managed().values()]
+
+    async def download_model(self, backend: str) -> Path:
+        """Download the catalogue model of managed backend ``backend`` (the user agreed),
+        publishing ``ModelDownload`` progress; its server starts once the file is verified.
+        Cancelling the call stops the download and keeps the partial file for a resume."""
+        managed = self._managed()
+        if backend not in managed:
+            names = ", ".join(managed) or "none"
+            raise ConfigError(f"no managed llama.cpp backend named {backend!r} (managed: {names})")
+        return await managed[backend].download_model()
 
     # -- the running completion -------------------------------------------------------
 

@@ -49,6 +49,7 @@ async def diagnose(
     findings += _fallbacks_warn(settings, servers, list(checked))
     findings += await _managed(settings, [b for b in enabled if b.type == "llamacpp-managed"])
     findings = _covered_by_managed(settings, findings)
+    findings.append(await _broker(settings, environ))
     findings += [_routing(settings), _keyring()]
     from anyfill.daemon.wayland.session import is_wayland
 
@@ -166,9 +167,37 @@ async def _backend(config: BackendConfig, environ: Mapping[str, str]) -> Finding
             return Finding("fail", topic, f"{config.url} did not answer within the timeout")
         except AnyfillError as exc:
             return Finding("fail", topic, error_text(exc))
+        finally:
+            await backend.aclose()  # a broker connection (type mqtt)
     model = f", model {config.model}" if config.model else ""
     return Finding(
         "ok", topic, f"{config.type} at {config.url}{model} answers ({ms:.0f} ms){infill}"
+    )
+
+
+async def _broker(settings: Settings, environ: Mapping[str, str]) -> Finding:
+    """With ``[mqtt]`` on: can this machine reach the broker with these credentials?"""
+    mqtt = settings.mqtt
+    if not mqtt.enabled:
+        return Finding("ok", "broker", "MQTT is off: everything stays in this process")
+    import aiomqtt
+
+    from anyfill.daemon.mqtt.connection import BrokerClient, spec_from_config
+
+    spec = spec_from_config(mqtt, client_id=f"anyfill-doctor-{os.getpid()}", environ=environ)
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(10), BrokerClient(spec):
+            pass
+    except (aiomqtt.MqttError, OSError, TimeoutError) as exc:
+        reason = str(exc) or type(exc).__name__
+        return Finding("fail", "broker", f"broker {spec.url} is unreachable: {reason}")
+    ms = (time.monotonic() - started) * 1000
+    auth = "authenticated" if spec.authenticated else "anonymous"
+    return Finding(
+        "ok",
+        "broker",
+        f"{spec.url} (MQTT {spec.protocol}, {auth}) as node {mqtt.node} ({ms:.0f} ms)",
     )
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from anyfill.daemon.doctor import Finding, desktop_findings, diagnose, render
 from anyfill.daemon.errors import ConfigError
+from anyfill.daemon.log import set_text_shown
 
 if TYPE_CHECKING:
     from anyfill.config.model import Settings
@@ -41,6 +42,7 @@ def collect(load: Callable[[], Settings], config_path: Path) -> tuple[list[Findi
         settings = load()
     except ConfigError as exc:
         return _without_config(exc, config_path), EXIT_CONFIG
+    set_text_shown(settings.privacy.log_text)  # a server's error text only on opt-in
     findings = asyncio.run(diagnose(settings, config_path))
     failed = any(finding.status == "fail" for finding in findings)
     return findings, EXIT_FAILURE if failed else EXIT_OK

@@ -24,7 +24,7 @@ from anyfill.daemon.backends.base import Backend, FimPrompt, Plan, Usage
 from anyfill.daemon.backends.common import closing_stream
 from anyfill.daemon.backends.http import make_client
 from anyfill.daemon.backends.registry import create_backend
-from anyfill.daemon.bus import EventBus
+from anyfill.daemon.bus import EventBus, RequestEnded, RequestStarted
 from anyfill.daemon.completion import (
     Attempt,
     Completion,
@@ -167,7 +167,7 @@ class Engine:
             self._owned_scheduler = None
         if self._given_backends is None:
             for backend in self.backends.values():
-                await backend.aclose()  # a managed server stops with the engine
+                await backend.aclose()  # a managed server stops, a broker link closes
         for client in self._clients:
             await client.aclose()
         self._clients.clear()
@@ -203,6 +203,15 @@ class Engine:
             raise RuntimeError(f"request {request.id} is already running")
         task = asyncio.create_task(self._complete(request, on_text), name=f"complete-{request.id}")
         self._running[request.id] = task
+        bus = self.bus
+        if bus is not None and bus.has_audience:
+            context = request.context
+            bus.publish(
+                RequestStarted(
+                    request.id, request.priority, context.method, context.prefix, context.suffix
+                )
+            )
+            task.add_done_callback(lambda done: _announce_end(bus, request.id, done))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -270,6 +279,29 @@ class Engine:
             first_token_ms=first_token_ms,
             usage=usage,
         )
+
+
+def _announce_end(bus: EventBus, request_id: str, task: asyncio.Task[Completion]) -> None:
+    if task.cancelled():
+        bus.publish(RequestEnded(request_id, ok=False, error="RequestDropped: cancelled"))
+        return
+    error = task.exception()
+    if error is not None:
+        bus.publish(RequestEnded(request_id, ok=False, error=f"{type(error).__name__}: {error}"))
+        return
+    done = task.result()
+    bus.publish(
+        RequestEnded(
+            request_id,
+            ok=True,
+            backend=done.backend,
+            ms=done.ms,
+            first_token_ms=done.first_token_ms,
+            prompt_tokens=done.usage.prompt_tokens,
+            completion_tokens=done.usage.completion_tokens,
+            middle=done.middle,
+        )
+    )
 
 
 def _is_unicode(text: str) -> bool:

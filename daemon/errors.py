@@ -104,6 +104,10 @@ class NeedsKeyError(ConfigError):
 class BackendError(AnyfillError):
     """A backend failed; ``backend`` names it as the config does."""
 
+    server_message = ""
+    """The server's own words for the failure, for code that must tell failures apart.
+    Captured text (it may repeat the prompt): never put it in a message, log or event."""
+
     def __init__(self, backend: str, message: str, *, status: int | None = None) -> None:
         self.backend = backend
         self.status = status

@@ -25,6 +25,7 @@ __all__ = [
     "redact",
     "register_secret",
     "secret_header_values",
+    "set_text_shown",
     "setup_logging",
     "text_shown",
 ]
@@ -57,6 +58,12 @@ class Private:
         return self.text if _show_text else f"<{len(self.text)} chars hidden>"
 
     __repr__ = __str__
+
+
+def set_text_shown(shown: bool) -> None:
+    """privacy.log_text for a command that writes no log but shows errors (``doctor``)."""
+    global _show_text  # noqa: PLW0603 - one process-wide privacy switch
+    _show_text = shown
 
 
 def text_shown() -> bool:

@@ -161,7 +161,13 @@ class PreviewController:
             self.last_reason = reason
             self._bus.publish(PreviewClosed(session.preview_id, "passed" if passed else reason))
             if passed:
-                # Nothing to accept: the key belongs to the application after all.
+                # Nothing to accept: the key belongs to the application after all, but
+                # only once the user let go of it: X does not deliver a fresh press of a
+                # key that is still down, so a replay then was lost. The grab is already
+                # ended, so keys typed meanwhile go straight to the application.
+                timeout = self._settings.hotkeys.modifier_release_timeout_ms / 1000
+                if not await self._desktop.keys.wait_released(timeout):
+                    log.warning("%s still held; sending it to the application anyway", passed)
                 await self._desktop.keys.press(passed)
 
     # -- the decision loop ------------------------------------------------------------

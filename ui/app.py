@@ -27,9 +27,12 @@ from anyfill.daemon.bus.status import (
     Problem,
     ShowWindow,
 )
+from anyfill.daemon.managed.events import ManagedServerChanged
+from anyfill.daemon.models.download import ModelDownload
 from anyfill.daemon.scheduler.events import AttemptFinished
 from anyfill.ui.bridge import CoreBridge
 from anyfill.ui.history import History
+from anyfill.ui.managed import ModelDownloads, problem_of_server
 from anyfill.ui.notify import Notifier, problem_of, problem_of_stop
 from anyfill.ui.popup import PreviewPopup
 from anyfill.ui.state import TrayState
@@ -65,12 +68,16 @@ class TrayApp(QObject):
         self.notifier = Notifier(settings.ui.notifications)
         self.windows = WindowHost(self.bridge, config_path)
         self.popup = PreviewPopup(settings.ui.preview_font_size)
-        self.tray = Tray(self.bridge, self.state, self.history, self.windows, self.quit)
+        self.downloads = ModelDownloads(self.bridge, self.notifier)
+        self.tray = Tray(
+            self.bridge, self.state, self.history, self.windows, self.quit, downloads=self.downloads
+        )
         self.ready_at: float | None = None
         self._urls = {b.name: b.url for b in settings.backends}
         self._want_tray = settings.ui.tray
         self._tray_watch: QTimer | None = None
         self.bridge.core_event.connect(self.on_event)
+        self.tray.icon.messageClicked.connect(self.offer_missing_model)
         self.bridge.ready.connect(self.on_ready)
         self.bridge.stopped.connect(self.on_stopped)
 
@@ -114,6 +121,8 @@ class TrayApp(QObject):
         self.on_event(status)
         tray = self.tray.icon.isVisible()
         self.bridge.call(lambda core: core.ui_status.update(icon=tray, host=Tray.available()))
+        # A managed server may have said it lacks its model before we listened.
+        self.bridge.then(self.bridge.managed_servers(), self._replay)
         log.info("tray ready" if tray else "tray ready (no tray host: no icon)")
 
     def on_stopped(self, reason: str) -> None:
@@ -125,6 +134,29 @@ class TrayApp(QObject):
         self.notifier.problem(problem)
         if not self.tray.icon.isVisible():
             self.app.exit(1)  # nothing left to show: no core and no tray to explain it
+
+    def _server_changed(self, event: ManagedServerChanged) -> None:
+        icon = self.tray.icon.isVisible()
+        problem = problem_of_server(event, menu=icon)
+        if problem is None or not self.notifier.problem(problem):
+            return
+        if event.state == "missing_model" and event.model_size and not icon:
+            # No tray icon, so no menu to offer it from: ask once, on its own.
+            self.downloads.offer(event)
+
+    def offer_missing_model(self) -> None:
+        """The user clicked our notification: offer the download when a model is missing."""
+        for server in self.state.missing():
+            if server.state == "missing_model" and server.model_size:
+                self.downloads.offer(server)
+                return
+
+    def _replay(self, events: list[ManagedServerChanged]) -> None:
+        for event in events:
+            log.debug(
+                "managed server '%s' was %s before the tray listened", event.backend, event.state
+            )
+            self.on_event(event)
 
     def on_event(self, event: object) -> None:
         if isinstance(event, PreviewText):
@@ -149,6 +181,10 @@ class TrayApp(QObject):
         elif isinstance(event, ShowWindow):
             self.show_window(event.window)
             return
+        elif isinstance(event, ManagedServerChanged):
+            self._server_changed(event)
+        elif isinstance(event, ModelDownload):
+            self.downloads.on_event(event)
         elif isinstance(event, AttemptFinished):
             problem = problem_of(event, self._urls)
             if problem is not None:

@@ -23,6 +23,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 from PySide6.QtCore import QObject, Signal, Slot
@@ -31,6 +32,7 @@ from anyfill.config.model import Settings
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import DaemonStatus
 from anyfill.daemon.core import Core
+from anyfill.daemon.managed.events import ManagedServerChanged
 
 log = logging.getLogger("anyfill.ui.bridge")
 
@@ -222,3 +224,19 @@ class CoreBridge(QObject):
 
     def status(self) -> concurrent.futures.Future[DaemonStatus]:
         return self.call(Core.status)
+
+    def managed_servers(self) -> concurrent.futures.Future[list[ManagedServerChanged]]:
+        """The last state of each managed llama-server (events sent before we listened)."""
+        return self.call(Core.managed_servers)
+
+    def download_model(self, backend: str) -> concurrent.futures.Future[Path]:
+        """Download managed ``backend``'s model (ask the user first); ``ModelDownload``
+        events report progress. Cancelling the future stops it and keeps the partial file."""
+
+        async def on_loop() -> Path:
+            core = self._core
+            if core is None:
+                raise RuntimeError("the anyfill core is not running")
+            return await core.download_model(backend)
+
+        return self.submit(on_loop())

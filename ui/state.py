@@ -16,6 +16,9 @@ from anyfill.daemon.bus.status import (
     PreviewShown,
     Problem,
 )
+from anyfill.daemon.managed.events import ManagedServerChanged
+from anyfill.daemon.models.catalog import human_size
+from anyfill.daemon.models.download import ModelDownload
 from anyfill.daemon.scheduler.events import BackendMetrics, CooldownChanged
 
 Look = Literal["idle", "working", "preview", "paused", "cooling", "error"]
@@ -24,6 +27,16 @@ LOOKS: tuple[Look, ...] = ("idle", "working", "preview", "paused", "cooling", "e
 ERROR_SHOWN_S = 30.0
 """A failed press keeps the error look this long (or until the next press succeeds)."""
 _FAILED = ("failed",)
+MISSING = ("missing_binary", "missing_model")
+SERVER_WORDS = {
+    "stopped": "stopped",
+    "starting": "starting",
+    "ready": "ready",
+    "restarting": "restarting",
+    "failed": "failed",
+    "missing_binary": "llama-server is missing",
+    "missing_model": "its model is not downloaded",
+}
 
 
 @dataclass
@@ -42,6 +55,13 @@ class TrayState:
     last_backend: str = ""
     metrics: dict[str, BackendMetrics] = field(default_factory=dict)
     problems: deque[Problem] = field(default_factory=lambda: deque(maxlen=20))
+    servers: dict[str, ManagedServerChanged] = field(default_factory=dict)
+    """Managed llama-server of each backend -> its last state (with the fix when missing)."""
+    download: ModelDownload | None = None
+    """The model download running now, if any."""
+
+    def missing(self) -> list[ManagedServerChanged]:
+        return [s for s in self.servers.values() if s.state in MISSING]
 
     def apply(self, event: object, now: float | None = None) -> bool:
         now = time.monotonic() if now is None else now
@@ -74,6 +94,12 @@ class TrayState:
         elif isinstance(event, Problem):
             self.problems.append(event)
             self.error, self.error_at = event.message, now
+        elif isinstance(event, ManagedServerChanged):
+            if self.servers.get(event.backend) == event:
+                return False
+            self.servers[event.backend] = event
+        elif isinstance(event, ModelDownload):
+            self.download = event if event.state == "running" else None
         else:
             return False
         return True
@@ -89,9 +115,14 @@ class TrayState:
             return "working"
         if self.chain and self.chain[0] in self.cooling:
             return "cooling"  # says more than the error the cooldown itself caused
-        if self.error and now - self.error_at < ERROR_SHOWN_S:
+        if self._recent_error(now):
             return "error"
+        if self.download is None and self.missing():
+            return "error"  # a managed server is needed (nothing answered before it) and cannot run
         return "idle"
+
+    def _recent_error(self, now: float) -> bool:
+        return bool(self.error) and now - self.error_at < ERROR_SHOWN_S
 
     def tokens_today(self) -> tuple[int, float]:
         tokens = sum(
@@ -101,6 +132,7 @@ class TrayState:
         return tokens, cost
 
     def tooltip(self, now: float | None = None) -> str:
+        now = time.monotonic() if now is None else now
         look = self.look(now)
         headline = {
             "idle": "ready",
@@ -108,12 +140,20 @@ class TrayState:
             "preview": "preview shown",
             "paused": "paused: hotkeys do nothing",
             "cooling": f"{self.chain[0] if self.chain else 'backend'} is cooling down",
-            "error": f"error: {self.error}",
+            "error": f"error: {self.error}" if self._recent_error(now) else "a fix is needed",
         }[look]
         lines = [f"anyfill: {headline}"]
         if self.chain:
             marked = [f"{name} (cooling)" if name in self.cooling else name for name in self.chain]
             lines.append("backends: " + " → ".join(marked))
+        for server in self.servers.values():
+            lines.append(f"{server.backend} (managed): {SERVER_WORDS[server.state]}")
+            if server.state in MISSING and server.fix:
+                lines.append(f"  fix: {server.fix}")
+        if self.download is not None:
+            done, total = self.download.done, self.download.total
+            share = f" ({100 * done // total}%)" if total else ""
+            lines.append(f"downloading {self.download.model}: {human_size(done)}{share}")
         lines.append(f"insert: {self.insert_mode}")
         if self.last_ms is not None:
             lines.append(f"last: {self.last_ms:.0f} ms ({self.last_backend})")

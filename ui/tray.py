@@ -14,6 +14,7 @@ from anyfill.daemon.bus.status import PressFinished
 from anyfill.ui import icons
 from anyfill.ui.bridge import CoreBridge
 from anyfill.ui.history import History
+from anyfill.ui.managed import ModelDownloads, download_label
 from anyfill.ui.state import TrayState
 from anyfill.ui.windows import WindowHost
 
@@ -32,6 +33,8 @@ class Tray(QObject):
         history: History,
         windows: WindowHost,
         quit_app: Callable[[], None],
+        *,
+        downloads: ModelDownloads | None = None,
     ) -> None:
         super().__init__()
         self._bridge = bridge
@@ -39,6 +42,7 @@ class Tray(QObject):
         self._history = history
         self._windows = windows
         self._quit = quit_app
+        self._downloads = downloads
         self.icon = QSystemTrayIcon(icons.icon("idle"))
         self.menu = QMenu()
         self.menu.aboutToShow.connect(self.rebuild_menu)
@@ -76,6 +80,7 @@ class Tray(QObject):
         headline = menu.addAction(state.tooltip().split("\n", 1)[0])
         headline.setEnabled(False)
         menu.addSeparator()
+        self._add_fixes(menu)
         if state.paused:
             menu.addAction("Resume", self._bridge.resume)
         else:
@@ -120,6 +125,20 @@ class Tray(QObject):
         quit_action = QAction("Quit anyfill", menu)
         quit_action.triggered.connect(self._quit)
         menu.addAction(quit_action)
+
+    def _add_fixes(self, menu: QMenu) -> None:
+        """What a missing managed server needs: the download offer, or the fix to copy."""
+        missing, downloads = self._state.missing(), self._downloads
+        for server in missing:
+            if server.state == "missing_model" and server.model_size and downloads is not None:
+                action = menu.addAction(download_label(server))
+                action.triggered.connect(lambda _=False, s=server, d=downloads: d.offer(s))
+            elif server.fix:
+                action = menu.addAction(f"Copy the fix: {server.fix}")
+                action.setToolTip(server.detail)
+                action.triggered.connect(lambda _=False, fix=server.fix: self.copy(fix))
+        if missing:
+            menu.addSeparator()
 
     def copy(self, text: str) -> None:
         QGuiApplication.clipboard().setText(text)

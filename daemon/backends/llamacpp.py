@@ -31,7 +31,7 @@ from anyfill.daemon.backends.common import (
     raw_prompt,
     read_body,
 )
-from anyfill.daemon.backends.wire import cut_short, error_message, iter_sse, parse_json, server_said
+from anyfill.daemon.backends.wire import cut_short, iter_sse, parse_json, stream_error_note
 from anyfill.daemon.errors import (
     BadRequest,
     ConfigError,
@@ -170,8 +170,7 @@ class LlamaCppBackend(HttpBackend):
             if event.event == "error":
                 raise ServerError(
                     self.name,
-                    f"backend '{self.name}' failed mid-answer"
-                    f"{server_said(error_message(event.data.encode()))}",
+                    f"backend '{self.name}' failed mid-answer{stream_error_note(event.data)}",
                 )
             obj = parse_json(event.data, self.name)
             if not isinstance(obj, dict):
@@ -181,8 +180,7 @@ class LlamaCppBackend(HttpBackend):
             if "error" in obj:
                 raise ServerError(
                     self.name,
-                    f"backend '{self.name}' failed mid-answer"
-                    f"{server_said(error_message(event.data.encode()))}",
+                    f"backend '{self.name}' failed mid-answer{stream_error_note(event.data)}",
                 )
             content = obj.get("content")
             if isinstance(content, str) and content:

@@ -19,7 +19,7 @@ from typing import Any
 from anyfill.daemon.backends.base import Capabilities, FimPrompt, Plan, StreamObserver, Usage
 from anyfill.daemon.backends.common import HttpBackend, raw_prompt
 from anyfill.daemon.backends.llamacpp import configured_template
-from anyfill.daemon.backends.wire import cut_short, iter_ndjson, server_said
+from anyfill.daemon.backends.wire import ServerWords, cut_short, iter_ndjson, server_said
 from anyfill.daemon.errors import ConfigError, ProtocolError, ServerError, UnsupportedFeature
 from anyfill.daemon.fim.templates import (
     TEMPLATES,
@@ -106,7 +106,8 @@ class OllamaBackend(HttpBackend):
                 if "error" in obj:
                     raise ServerError(
                         self.name,
-                        f"backend '{self.name}' failed mid-answer{server_said(str(obj['error']))}",
+                        f"backend '{self.name}' failed mid-answer"
+                        f"{server_said(ServerWords(str(obj['error']), ''))}",
                     )
                 text = obj.get("response")
                 if isinstance(text, str) and text:

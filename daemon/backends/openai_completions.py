@@ -29,10 +29,9 @@ from anyfill.daemon.backends.common import HttpBackend, batch_results, join_url,
 from anyfill.daemon.backends.llamacpp import configured_template
 from anyfill.daemon.backends.wire import (
     cut_short,
-    error_message,
     iter_sse_batches,
     parse_json,
-    server_said,
+    stream_error_note,
 )
 from anyfill.daemon.errors import (
     BadRequest,
@@ -96,8 +95,7 @@ async def read_openai_stream(
             if "error" in obj or obj.get("object") == "error":
                 raise ServerError(
                     backend,
-                    f"backend '{backend}' failed mid-answer"
-                    f"{server_said(error_message(data.encode()))}",
+                    f"backend '{backend}' failed mid-answer{stream_error_note(data)}",
                 )
             usage = obj.get("usage")
             if observer is not None and isinstance(usage, dict):
@@ -224,8 +222,16 @@ class OpenAICompletionsBackend(HttpBackend):
                     yield chunk
                 return
             except BadRequest as exc:
-                if started or not auto or "suffix" not in str(exc).lower():
+                names_suffix = "suffix" in exc.server_message.lower()
+                if started or not names_suffix:
                     raise
+                if not auto:  # said in our words: the server's message may hold the prompt
+                    raise BadRequest(
+                        self.name,
+                        f"backend '{self.name}' refused the 'suffix' field that "
+                        'options.native_suffix = true sends: set it to "auto" or false',
+                        status=exc.status,
+                    ) from exc
                 self._suffix_refused = True
                 log.info("backend %s refused 'suffix': using a raw template prompt", self.name)
         template = self.template()

@@ -13,6 +13,7 @@ from anyfill.daemon.backends.base import Backend
 from anyfill.daemon.backends.gemini import GeminiBackend
 from anyfill.daemon.backends.llamacpp import LlamaCppBackend
 from anyfill.daemon.backends.mistral_fim import MistralFimBackend
+from anyfill.daemon.backends.mqtt import MqttPoolBackend
 from anyfill.daemon.backends.ollama import OllamaBackend
 from anyfill.daemon.backends.openai_chat import OpenAIChatBackend
 from anyfill.daemon.backends.openai_completions import OpenAICompletionsBackend
@@ -34,6 +35,7 @@ BACKEND_CLASSES: Mapping[str, type[Backend]] = MappingProxyType(
             OpenAIChatBackend,
             AnthropicBackend,
             GeminiBackend,
+            MqttPoolBackend,
         )
     }
 )

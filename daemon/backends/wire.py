@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -288,10 +289,14 @@ def parse_json(text: str, backend: str) -> Any:
     try:
         return json.loads(text)
     except ValueError as exc:
-        shown = text if len(text) <= 80 else text[:77] + "..."
+        # The line may be the prompt or the answer: captured text, shown only on opt-in.
+        if text_shown():
+            shown = repr(redact(text if len(text) <= 80 else text[:77] + "..."))
+        else:
+            shown = f"a line of {len(text)} characters (privacy.log_text = true shows it)"
         raise ProtocolError(
             backend,
-            f"backend '{backend}' broke its stream format: {shown!r} is not JSON "
+            f"backend '{backend}' broke its stream format: {shown} is not JSON "
             "(is the URL pointing at the right kind of server?)",
         ) from exc
 
@@ -368,13 +373,17 @@ def origin(url: str) -> str:
 
 
 def error_message(body: bytes) -> str:
-    """The human part of an error body, whatever shape the API uses."""
+    """The human part of an error body, whatever shape the API uses (shortened)."""
+    return _shorten(_whole_message(body))
+
+
+def _whole_message(body: bytes) -> str:
     text = body.decode("utf-8", "replace").strip()
     try:
         obj = json.loads(text)
     except ValueError:
-        return _shorten(text)
-    return _shorten(_find_message(obj) or text)
+        return " ".join(text.split())
+    return " ".join((_find_message(obj) or text).split())
 
 
 def _find_message(obj: Any) -> str:
@@ -399,6 +408,56 @@ def _find_message(obj: Any) -> str:
 def _shorten(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[_.-][A-Za-z0-9]+)*")
+"""A documented error identifier (``invalid_api_key``, ``not_found_error``,
+``INVALID_ARGUMENT``): one word, no spaces, so it cannot carry a sentence of the user's."""
+
+_MAX_IDENTIFIER = 48
+
+_CODE_FIELDS = ("code", "type", "status")
+"""Where the APIs put their error identifier: OpenAI ``error.code``/``error.type``,
+Anthropic ``error.type``, Gemini ``error.status``, llama.cpp ``error.type``."""
+
+
+def error_code(body: bytes) -> str:
+    """The short identifier an error body names (e.g. ``invalid_api_key``), or ``""``.
+
+    Only documented identifier fields are read, and only a value shaped like an identifier
+    is kept: it is not free text, so it is shown even when the message itself is hidden."""
+    try:
+        obj = json.loads(body.decode("utf-8", "replace"))
+    except ValueError:
+        return ""
+    if isinstance(obj, list) and obj:
+        obj = obj[0]
+    if not isinstance(obj, dict):
+        return ""
+    error = obj.get("error")
+    where = error if isinstance(error, dict) else obj
+    for field in _CODE_FIELDS:
+        value = where.get(field)
+        if isinstance(value, str) and _is_identifier(value) and value != "error":
+            return value
+    return ""
+
+
+def _is_identifier(value: str) -> bool:
+    return len(value) <= _MAX_IDENTIFIER and _IDENTIFIER.fullmatch(value) is not None
+
+
+class ServerWords(NamedTuple):
+    """What a server said in an error body: its message and its error identifier."""
+
+    message: str
+    """The human message, whitespace collapsed (captured text: it may repeat the request)."""
+    code: str
+    """A documented identifier (``error_code``), or ``""``."""
+
+    @classmethod
+    def of(cls, body: bytes) -> ServerWords:
+        return cls(_whole_message(body), error_code(body))
 
 
 def retry_after_seconds(
@@ -428,11 +487,39 @@ def error_for_status(
     """The anyfill error for an HTTP error answer; the message names the backend and the fix.
 
     ``key_hint`` is appended to auth failures (e.g. which host a Codestral key works on).
-    ``sent``: the request's strings; a message that repeats them is not shown.
+    ``sent``: the request's strings (an identifier that is one of their words is hidden).
+    The server's message is read to classify the failure, and is shown only as
+    ``server_said`` allows (its length unless the user opted in).
     """
-    detail = error_message(body)
-    said = server_said(detail, sent)
-    lowered = detail.lower()
+    words = ServerWords.of(body)
+    error = _mapped_error(
+        backend,
+        status,
+        headers=headers,
+        body=body,
+        words=words,
+        said=server_said(words, sent),
+        url=url,
+        model=model,
+        key_hint=key_hint,
+    )
+    error.server_message = words.message
+    return error
+
+
+def _mapped_error(
+    backend: str,
+    status: int,
+    *,
+    headers: Mapping[str, str],
+    body: bytes,
+    words: ServerWords,
+    said: str,
+    url: str,
+    model: str,
+    key_hint: str,
+) -> BackendError:
+    lowered = words.message.lower()
     if status in (401, 403) or _is_bad_key(lowered, body):
         fix = (
             f"; store a valid key with 'anyfill config set-key {backend}' or set the "
@@ -476,15 +563,19 @@ def error_for_status(
                 backend, f"model '{model}' not found on backend '{backend}'{said}", status=status
             )
         return BadRequest(backend, f"backend '{backend}' rejected the request{said}", status=status)
+    if status == 503 and lowered == "loading model":
+        # llama.cpp answers every endpoint so while it loads (documented for /health).
+        return ServerError(
+            backend,
+            f"backend '{backend}' is still loading its model (HTTP 503); try again when it is "
+            "ready",
+            status=status,
+        )
     if status == 408 or status >= 500 or status == 499:
         return ServerError(
             backend, f"backend '{backend}' failed with HTTP {status}{said}", status=status
         )
     return BadRequest(backend, f"backend '{backend}' answered HTTP {status}{said}", status=status)
-
-
-_ECHO_WINDOW = 12
-"""Characters of the request that, found again in an error message, make it an echo."""
 
 
 def request_strings(content: bytes) -> list[str]:
@@ -506,33 +597,35 @@ def request_strings(content: bytes) -> list[str]:
     return found
 
 
-def echoes(detail: str, sent: list[str]) -> bool:
-    """Whether ``detail`` repeats text of the request: a whole string we sent (four
-    characters or more) or any ``_ECHO_WINDOW`` characters of a longer one."""
-    said = " ".join(detail.split())
-    long_text = []
-    for text in sent:
-        flat = " ".join(text.split())
-        if len(flat) >= _ECHO_WINDOW:
-            long_text.append(flat)
-        elif len(flat) >= 4 and flat in said:
-            return True
-    joined = "\n".join(long_text)
-    return any(said[i : i + _ECHO_WINDOW] in joined for i in range(len(said) - _ECHO_WINDOW + 1))
+def server_said(words: ServerWords, sent: list[str] | None = None) -> str:
+    """What of an error body a message may show.
 
-
-def server_said(detail: str, sent: list[str] | None = None) -> str:
-    """The server's own words for a message. Keys anyfill holds are masked. A message that
-    repeats the request (the captured text) is captured text: shown as its length only,
-    unless the user opted in (privacy.log_text)."""
-    if not detail:
+    The body is captured text: a server may repeat the prompt in it, transformed
+    (tokenised, escaped, truncated) beyond any echo check. So by default only its length
+    is shown, with the documented error identifier, which is not free text (unless the
+    request itself holds that word). With privacy.log_text the whole message shows, keys
+    anyfill holds masked."""
+    message, code = words
+    if not message and not code:
         return ""
-    if text_shown() or not sent or not echoes(detail, sent):
-        return f" (server said: {redact(detail)})"
-    return (
-        f" (the server's message, {len(detail)} characters, is hidden because it repeats "
-        "the request's text: set privacy.log_text = true to see it)"
+    if text_shown():
+        return f" (server said: {redact(_shorten(message or code))})"
+    if code and sent and any(code in text for text in sent):
+        code = ""  # the "identifier" is a word of the user's text
+    hidden = (
+        f"{len(message)} characters, is hidden as it may repeat your text: set "
+        "privacy.log_text = true to see it"
     )
+    if message and message != code:
+        if code:
+            return f" (server's error code: '{code}'; its message, {hidden})"
+        return f" (the server's message, {hidden})"
+    return f" (server's error code: '{code}')" if code else ""
+
+
+def stream_error_note(data: str) -> str:
+    """``server_said`` for an error event inside a stream (its JSON or plain text)."""
+    return server_said(ServerWords.of(data.encode()))
 
 
 def _is_bad_key(lowered: str, body: bytes) -> bool:

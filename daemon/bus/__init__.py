@@ -1,5 +1,6 @@
-"""anyfill.daemon.bus: events from the core to the tray, the CLI and (later) MQTT."""
+"""anyfill.daemon.bus: events from the core to the tray, the CLI and MQTT."""
 
+from anyfill.daemon.bus.events import BrokerStatus, RequestEnded, RequestStarted
 from anyfill.daemon.bus.inprocess import Event, EventBus, Subscription
 
-__all__ = ["Event", "EventBus", "Subscription"]
+__all__ = ["BrokerStatus", "Event", "EventBus", "RequestEnded", "RequestStarted", "Subscription"]

@@ -237,7 +237,8 @@ def _download(
 class ModelDownload:
     """Progress of a model download on the bus (the tray draws its bar from these).
 
-    ``state``: 'running' (``done`` of ``total`` bytes), 'done', or 'failed' with ``error``."""
+    ``state``: 'running' (``done`` of ``total`` bytes), 'done', 'cancelled' (``done``
+    bytes kept for a resume), or 'failed' with ``error``."""
 
     model: str
     state: str
@@ -251,6 +252,11 @@ class ModelDownload:
         return f"state/models/{self.model}/download"
 
 
+class _Stopped(BaseException):
+    """Raised in the download thread at its next progress report once the caller cancelled
+    (a BaseException, so no retry or error handler on the way swallows it)."""
+
+
 async def download_in_background(
     model: CatalogModel,
     destination: Path,
@@ -260,24 +266,41 @@ async def download_in_background(
     step: int = 8 * 1024 * 1024,
 ) -> Path:
     """:func:`download_model` in a worker thread, reporting on the bus through ``publish``
-    (called in the event loop's thread, at most once per ``step`` bytes)."""
+    (called in the event loop's thread, at most once per ``step`` bytes).
+
+    Cancelling the awaiting task stops the thread at its next progress report and keeps
+    the ``.part`` file, so the next download resumes; 'cancelled' is published then."""
     import asyncio
+    import threading
 
     loop = asyncio.get_running_loop()
     last = [-step]
+    stop = threading.Event()
 
     def progress(done: int, total: int) -> None:
+        if stop.is_set():
+            raise _Stopped
         if done - last[0] >= step or done == total:
             last[0] = done
             event = ModelDownload(model.name, "running", done, total)
             loop.call_soon_threadsafe(publish, event)
 
+    worker = asyncio.ensure_future(
+        asyncio.to_thread(download_model, model, destination, endpoint=endpoint, progress=progress)
+    )
     try:
-        path = await asyncio.to_thread(
-            download_model, model, destination, endpoint=endpoint, progress=progress
-        )
+        path = await asyncio.shield(worker)
     except DownloadError as exc:
         publish(ModelDownload(model.name, "failed", error=str(exc)))
+        raise
+    except asyncio.CancelledError:
+        stop.set()
+        with contextlib.suppress(_Stopped, Exception):
+            await worker  # the thread ends (and lets go of the file) before we say so
+        part = part_path(destination)
+        kept = part.stat().st_size if part.exists() else 0
+        log.info("download of %s cancelled at %s", model.name, human_size(kept))
+        publish(ModelDownload(model.name, "cancelled", kept, model.size))
         raise
     publish(ModelDownload(model.name, "done", model.size, model.size, path=str(path)))
     return path

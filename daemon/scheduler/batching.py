@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING
 
 from anyfill.daemon.backends.base import BatchResult, FimPrompt, Plan
 from anyfill.daemon.completion import (
@@ -28,6 +27,7 @@ from anyfill.daemon.errors import (
     ProtocolError,
     RequestDropped,
 )
+from anyfill.daemon.scheduler.attempt import Attempts
 from anyfill.daemon.scheduler.clock import TimerHandle
 from anyfill.daemon.scheduler.events import Outcome, outcome_of
 from anyfill.daemon.scheduler.limiter import PRIORITY_RANK, Permit
@@ -39,9 +39,6 @@ from anyfill.daemon.scheduler.state import (
     estimate_tokens,
     map_foreign,
 )
-
-if TYPE_CHECKING:
-    from anyfill.daemon.scheduler.scheduler import Scheduler
 
 
 class Member:
@@ -103,7 +100,7 @@ class Batch:
 
 
 async def batched(  # noqa: PLR0915 - one request's life reads best in one place
-    scheduler: Scheduler,
+    attempts: Attempts,
     ticket: Ticket,
     runner: Runner,
     lane: Lane,
@@ -117,18 +114,18 @@ async def batched(  # noqa: PLR0915 - one request's life reads best in one place
     if batch is None or batch.closed:
         batch = Batch(lane, loop.create_future())
         lane.batch = batch
-        batch.timer = scheduler.clock.call_at(
-            scheduler.clock.now() + scheduler.batch_window_s, batch.close_now
+        batch.timer = attempts.clock.call_at(
+            attempts.clock.now() + attempts.batch_window_s, batch.close_now
         )
-        task = asyncio.create_task(run_batch(scheduler, batch), name=f"batch:{lane.name}")
+        task = asyncio.create_task(run_batch(attempts, batch), name=f"batch:{lane.name}")
         batch.task = task
-        scheduler._tasks.add(task)
-        task.add_done_callback(scheduler._tasks.discard)
+        attempts.tasks.add(task)
+        task.add_done_callback(attempts.tasks.discard)
     member = Member(request, prompt, loop.create_future())
     batch.members.append(member)
-    if len(batch.members) >= scheduler.batch_max:
+    if len(batch.members) >= attempts.batch_max:
         batch.close_now()
-    enqueued = scheduler.clock.now()
+    enqueued = attempts.clock.now()
     outcome: Outcome = "error"
     reason = ""
     answer: BatchAnswer | None = None
@@ -143,7 +140,7 @@ async def batched(  # noqa: PLR0915 - one request's life reads best in one place
         if answer.plan is not None:
             yield Planned(answer.plan)
         if result.text:
-            scheduler.cache.put(
+            attempts.cache.put(
                 lane.cache_key, prompt, result.text, answer.plan, result.usage, ahead=True
             )
             yield Text(result.text)
@@ -169,7 +166,7 @@ async def batched(  # noqa: PLR0915 - one request's life reads best in one place
             member.future.cancel()
         member.left = True
         batch.member_left()
-        scheduler._record(
+        attempts.record(
             request.id,
             lane,
             outcome,
@@ -182,9 +179,9 @@ async def batched(  # noqa: PLR0915 - one request's life reads best in one place
         )
 
 
-async def run_batch(scheduler: Scheduler, batch: Batch) -> None:  # noqa: PLR0915 - one request's life reads best in one place
+async def run_batch(attempts: Attempts, batch: Batch) -> None:  # noqa: PLR0915 - one request's life reads best in one place
     lane = batch.lane
-    clock = scheduler.clock
+    clock = attempts.clock
     runner = Runner()
     permit: Permit | None = None
     members: list[Member] = []
@@ -220,7 +217,7 @@ async def run_batch(scheduler: Scheduler, batch: Batch) -> None:  # noqa: PLR091
         if not members:
             return
         if lane.health.blocked(now):
-            error = scheduler._cooling_error(lane)
+            error = attempts.cooling_error(lane)
             for member in members:
                 member.future.set_exception(error)
             return
@@ -241,21 +238,21 @@ async def run_batch(scheduler: Scheduler, batch: Batch) -> None:  # noqa: PLR091
             )
         except BackendError as error:
             if error.retryable:
-                scheduler._cool(lane, error, observer.feedback)
+                attempts.cool(lane, error, observer.feedback)
             raise
         except (asyncio.CancelledError, AnyfillError):
             raise
         except Exception as foreign:
             mapped = map_foreign(lane.name, foreign)
             if mapped.retryable:
-                scheduler._cool(lane, mapped, observer.feedback)
+                attempts.cool(lane, mapped, observer.feedback)
             raise mapped from foreign
         if len(results) != len(members):
             raise ProtocolError(
                 lane.name,
                 f"'{lane.name}' answered {len(results)} prompts for {len(members)} asked",
             )
-        scheduler._succeeded(lane)
+        attempts.succeeded(lane)
         done = clock.now()
         if observer.usage is not None and not any(
             r.usage.prompt_tokens or r.usage.completion_tokens for r in results

@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from anyfill.daemon.backends.base import FimPrompt
 from anyfill.daemon.completion import Attempt, DispatchEvent, Finished, Planned
 from anyfill.daemon.errors import BackendError
+from anyfill.daemon.scheduler.attempt import Attempts
 from anyfill.daemon.scheduler.clock import TimerHandle
 from anyfill.daemon.scheduler.state import Lane, Runner, Ticket, falls_back
 
-if TYPE_CHECKING:
-    from anyfill.daemon.scheduler.scheduler import Scheduler
+AttemptStarter = Callable[..., AsyncGenerator[DispatchEvent, None]]
+"""Starts one attempt: ``(ticket, runner, lane, prompt, *, announce)`` (the scheduler's
+choice between a streamed and a batched attempt)."""
 
 log = logging.getLogger("anyfill.daemon.scheduler")
 
@@ -28,17 +30,21 @@ _HEDGE, _EVENT, _FAILED = 0, 1, 2
 
 
 async def hedged(  # noqa: PLR0915 - one request's life reads best in one place
-    scheduler: Scheduler, ticket: Ticket, lanes: list[Lane], prompt: FimPrompt
+    attempts: Attempts,
+    attempt: AttemptStarter,
+    ticket: Ticket,
+    lanes: list[Lane],
+    prompt: FimPrompt,
 ) -> AsyncGenerator[DispatchEvent, None]:
     request = ticket.request
-    clock = scheduler.clock
+    clock = attempts.clock
     runner = ticket.runner
     queue: asyncio.Queue[tuple[int, Lane | None, Any]] = asyncio.Queue()
-    hedge_s = scheduler.routing.hedge_after_ms / 1000.0
+    hedge_s = attempts.routing.hedge_after_ms / 1000.0
     failures: list[BackendError] = []
-    candidates = scheduler._by_health(request, lanes, failures)
+    candidates = attempts.by_health(request, lanes, failures)
     if not candidates:
-        raise scheduler._all_failed(failures)
+        raise attempts.all_failed(failures)
     running: dict[str, asyncio.Task[None]] = {}
     next_index = 0
     hedge_timer: TimerHandle | None = None
@@ -51,7 +57,7 @@ async def hedged(  # noqa: PLR0915 - one request's life reads best in one place
         lane = candidates[next_index]
         next_index += 1
         running[lane.name] = asyncio.create_task(
-            hedge_arm(scheduler, ticket, lane, prompt, queue), name=f"hedge:{lane.name}"
+            hedge_arm(attempt, ticket, lane, prompt, queue), name=f"hedge:{lane.name}"
         )
         if hedge_timer is not None:
             hedge_timer.cancel()
@@ -81,11 +87,11 @@ async def hedged(  # noqa: PLR0915 - one request's life reads best in one place
                 if winner is lane:
                     winner = None
                 if winner is None and not running:
-                    if next_index < len(candidates) and scheduler.routing.fallback:
+                    if next_index < len(candidates) and attempts.routing.fallback:
                         buffered.clear()
                         start()
                     else:
-                        raise scheduler._all_failed(failures)
+                        raise attempts.all_failed(failures)
                 continue
             if winner is None:
                 if isinstance(payload, Planned):
@@ -123,7 +129,7 @@ async def hedged(  # noqa: PLR0915 - one request's life reads best in one place
 
 
 async def hedge_arm(
-    scheduler: Scheduler,
+    attempt: AttemptStarter,
     ticket: Ticket,
     lane: Lane,
     prompt: FimPrompt,
@@ -131,9 +137,7 @@ async def hedge_arm(
 ) -> None:
     runner = Runner()
     try:
-        async with aclosing(
-            scheduler._attempt(ticket, runner, lane, prompt, announce=False)
-        ) as events:
+        async with aclosing(attempt(ticket, runner, lane, prompt, announce=False)) as events:
             async for event in events:
                 queue.put_nowait((_EVENT, lane, event))
     except Exception as error:  # noqa: BLE001 - handed to the consumer, who raises it

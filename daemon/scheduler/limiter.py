@@ -170,6 +170,23 @@ class Limiter:
         self._timer: TimerHandle | None = None
         self._timer_at = 0.0
 
+    def reshape(self, spec: LimitSpec) -> None:
+        """New limits from now on; what the windows already hold still counts against them
+        (a worker pool's share changes when a worker joins or leaves)."""
+        self.spec = spec
+        for name, limit in (
+            ("requests", spec.requests_per_minute),
+            ("tokens", spec.tokens_per_minute),
+        ):
+            window_log: _WindowLog | None = getattr(self, name)
+            if not limit:
+                setattr(self, name, None)
+            elif window_log is None:
+                setattr(self, name, _WindowLog(limit, self.window))
+            else:
+                window_log.limit = limit
+        self._pump()
+
     @property
     def queued(self) -> int:
         return sum(1 for _, _, waiter in self._waiters if not waiter.future.done())

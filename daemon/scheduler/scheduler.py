@@ -31,10 +31,8 @@ with an event is noticed when it asks for the next one.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from contextlib import aclosing
-from typing import Any
 
 from anyfill.config.model import Price, RoutingConfig
 from anyfill.daemon.backends.base import Backend, FimPrompt, Usage
@@ -47,36 +45,22 @@ from anyfill.daemon.completion import (
     Planned,
     Text,
 )
-from anyfill.daemon.errors import (
-    EVERY_BACKEND_FAILED,
-    AnyfillError,
-    BackendError,
-    BackendUnavailable,
-    ConfigError,
-    RateLimited,
-    RequestDropped,
-)
+from anyfill.daemon.errors import AnyfillError, BackendError, ConfigError, RequestDropped
+from anyfill.daemon.scheduler.attempt import Attempts
 from anyfill.daemon.scheduler.batching import batched
 from anyfill.daemon.scheduler.cache import CompletionCache
-from anyfill.daemon.scheduler.clock import Clock, RealClock, TimerHandle
+from anyfill.daemon.scheduler.clock import Clock, RealClock
 from anyfill.daemon.scheduler.cooldown import Health
-from anyfill.daemon.scheduler.events import AttemptFinished, CooldownChanged, Outcome, outcome_of
-from anyfill.daemon.scheduler.feedback import RateFeedback
 from anyfill.daemon.scheduler.hedging import hedged
-from anyfill.daemon.scheduler.limiter import WINDOW_S, DeadlinePassed, Limiter, LimitSpec, Permit
+from anyfill.daemon.scheduler.limiter import WINDOW_S, Limiter, LimitSpec
 from anyfill.daemon.scheduler.metrics import LaneState, Metrics
 from anyfill.daemon.scheduler.state import (
-    AttemptTimer,
     Lane,
-    Observer,
     Runner,
     Ticket,
     estimate_tokens,
     falls_back,
-    map_foreign,
 )
-
-log = logging.getLogger(__name__)
 
 DEFAULT_BATCH_WINDOW_S = 0.004
 DEFAULT_BATCH_MAX = 32
@@ -106,8 +90,6 @@ class Scheduler:
         self.clock: Clock = clock or RealClock()
         self.bus = bus
         self.cache = cache if cache is not None else CompletionCache()
-        self.batch_window_s = batch_window_s
-        self.batch_max = batch_max
         self.batch_priorities = batch_priorities
         self._lanes: dict[str, Lane] = {}
         limiters: dict[tuple[str, str], Limiter] = {}
@@ -131,10 +113,19 @@ class Scheduler:
             key = (backend.config.url, backend.api_key or "")
             self._lanes[backend.name] = Lane(backend, limiters[key], healths[key])
         self.metrics = Metrics(self.clock, bus, prices, lane_state=self._lane_state)
+        self.attempts = Attempts(
+            self.routing,
+            self.clock,
+            bus,
+            self.cache,
+            self.metrics,
+            batch_window_s=batch_window_s,
+            batch_max=batch_max,
+        )
+        self._base_limits: dict[int, LimitSpec] = {}
         self._tickets: dict[str, Ticket] = {}
         self._targets: dict[str, set[Ticket]] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._cooldown_timers: dict[str, TimerHandle] = {}
+        self._tasks = self.attempts.tasks
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------
@@ -148,9 +139,7 @@ class Scheduler:
     async def aclose(self) -> None:
         """Drop every live request and stop batches in flight."""
         self._closed = True
-        for timer in self._cooldown_timers.values():
-            timer.cancel()
-        self._cooldown_timers.clear()
+        self.attempts.stop_cooldown_timers()
         for ticket in list(self._tickets.values()):
             ticket.drop("the scheduler is shutting down", "cancelled")
         tasks = list(self._tasks)
@@ -179,6 +168,25 @@ class Scheduler:
             return False
         ticket.drop(reason, "cancelled")
         return True
+
+    def share_limits(self, members: int) -> None:
+        """Enforce 1/``members`` of each backend's configured per-minute limits: the share
+        of one ``anyfill worker`` in a pool of ``members`` (concurrency stays per worker:
+        it sizes the worker's own server slots)."""
+        members = max(1, members)
+        for lane in self._lanes.values():
+            base = self._base_limits.setdefault(id(lane.limiter), lane.limiter.spec)
+
+            def part(limit: int) -> int:
+                return max(1, limit // members) if limit else 0
+
+            lane.limiter.reshape(
+                LimitSpec(
+                    part(base.requests_per_minute),
+                    part(base.tokens_per_minute),
+                    base.max_concurrent,
+                )
+            )
 
     def cooling(self, backend: str) -> float:
         """Seconds the backend stays in cooldown (0: it may be asked now)."""
@@ -260,116 +268,6 @@ class Scheduler:
             )
         return lanes, None
 
-    def _record(
-        self,
-        request_id: str,
-        lane: Lane,
-        outcome: Outcome,
-        *,
-        enqueued: float | None = None,
-        sent: float | None = None,
-        first: float | None = None,
-        usage: Usage | None = None,
-        reason: str = "",
-        batched: int = 0,
-    ) -> None:
-        now = self.clock.now()
-        prompt_tokens = (usage.prompt_tokens or 0) if usage else 0
-        completion_tokens = (usage.completion_tokens or 0) if usage else 0
-        self.metrics.record(
-            AttemptFinished(
-                request_id=request_id,
-                backend=lane.name,
-                outcome=outcome,
-                queue_wait_ms=None if enqueued is None or sent is None else (sent - enqueued) * 1e3,
-                first_token_ms=None if first is None or sent is None else (first - sent) * 1e3,
-                total_ms=None if sent is None else (now - sent) * 1e3,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                cost=self.metrics.cost(lane.name, prompt_tokens, completion_tokens),
-                reason=reason,
-                batched=batched,
-            )
-        )
-
-    def _cool(self, lane: Lane, error: BackendError, feedback: RateFeedback | None) -> None:
-        server_delay: float | None = None
-        if isinstance(error, RateLimited) and error.retry_after is not None:
-            server_delay = error.retry_after
-        if feedback is not None and feedback.retry_after is not None:
-            server_delay = max(server_delay or 0.0, feedback.retry_after)
-        now = self.clock.now()
-        delay = lane.health.fail(now, error, server_delay)
-        log.info("backend %s cools down for %.2f s: %s", lane.name, delay, error)
-        if self.bus is not None:
-            self.bus.publish(
-                CooldownChanged(lane.name, True, lane.health.seconds_left(now), str(error))
-            )
-            self._watch_cooldown(lane)
-
-    def _watch_cooldown(self, lane: Lane) -> None:
-        """Publish the end of ``lane``'s cooldown when it comes: ``CooldownChanged`` is
-        retained state for the tray and MQTT, so an end nobody announced would read as
-        cooling forever."""
-        old = self._cooldown_timers.pop(lane.name, None)
-        if old is not None:
-            old.cancel()
-        self._cooldown_timers[lane.name] = self.clock.call_at(
-            lane.health.cooling_until, lambda: self._cooldown_due(lane)
-        )
-
-    def _cooldown_due(self, lane: Lane) -> None:
-        if lane.health.cooling(self.clock.now()):  # extended meanwhile
-            self._watch_cooldown(lane)
-            return
-        self._cooldown_over(lane)
-
-    def _cooldown_over(self, lane: Lane) -> None:
-        """Announce that ``lane`` may be asked again, if a cooldown was announced."""
-        timer = self._cooldown_timers.pop(lane.name, None)
-        if timer is None:
-            return
-        timer.cancel()
-        if self.bus is not None:
-            self.bus.publish(CooldownChanged(lane.name, False))
-
-    def _succeeded(self, lane: Lane) -> None:
-        """It answered: a soft cooldown ends now (``Health.succeed``). An answer that said
-        its quota is used up (``Observer.on_response``) starts a hard one: announced here."""
-        health = lane.health
-        health.succeed()
-        now = self.clock.now()
-        if not health.cooling(now):
-            if self._cooldown_timers:
-                self._cooldown_over(lane)
-        elif self.bus is not None and lane.name not in self._cooldown_timers:
-            self.bus.publish(
-                CooldownChanged(lane.name, True, health.seconds_left(now), health.reason)
-            )
-            self._watch_cooldown(lane)
-
-    def _cooling_error(self, lane: Lane) -> BackendError:
-        left = lane.health.seconds_left(self.clock.now())
-        if lane.health.kind == "rate_limited":
-            return RateLimited(
-                lane.name,
-                f"'{lane.name}' is rate-limited for another {left:.1f} s ({lane.health.reason})",
-                retry_after=left,
-            )
-        return BackendUnavailable(
-            lane.name,
-            f"'{lane.name}' is cooling down for another {left:.1f} s after: {lane.health.reason}",
-        )
-
-    def _deadline_passed(self, ticket: Ticket, lane: Lane, waited_s: float) -> RequestDropped:
-        reason = (
-            f"past its deadline after {waited_s * 1e3:.0f} ms in the queue for '{lane.name}'"
-            if waited_s > 0
-            else "past its deadline before it could be sent"
-        )
-        ticket.drop_reason, ticket.drop_outcome = reason, "deadline"
-        return RequestDropped(ticket.request.id, reason)
-
     # -- the request path ------------------------------------------------------------
 
     async def _dispatch(
@@ -383,14 +281,14 @@ class Scheduler:
                 await asyncio.sleep(0)
             lanes, chain_end = self._chain(request)
             if request.deadline is not None and self.clock.now() >= request.deadline:
-                error = self._deadline_passed(ticket, lanes[0], 0.0)
-                self._record(request.id, lanes[0], "deadline", reason=error.reason)
+                error = self.attempts.deadline_passed(ticket, lanes[0], 0.0)
+                self.attempts.record(request.id, lanes[0], "deadline", reason=error.reason)
                 raise error
             interactive = request.priority == "interactive"
             for lane in lanes:
                 hit = self.cache.get(lane.cache_key, prompt, interactive=interactive)
                 if hit is not None:
-                    self._record(request.id, lane, "cache", reason=f"typed {hit.typed}")
+                    self.attempts.record(request.id, lane, "cache", reason=f"typed {hit.typed}")
                     yield Attempt(lane.name)
                     if hit.plan is not None:
                         yield Planned(hit.plan)
@@ -399,7 +297,8 @@ class Scheduler:
                     return
             if self.routing.hedge_after_ms > 0 and len(lanes) > 1:
                 try:
-                    async with aclosing(hedged(self, ticket, lanes, prompt)) as events:
+                    hedging = hedged(self.attempts, self._attempt, ticket, lanes, prompt)
+                    async with aclosing(hedging) as events:
                         async for event in events:
                             yield event
                 except BackendError as error:
@@ -408,7 +307,7 @@ class Scheduler:
                     raise
                 return
             failures: list[BackendError] = []
-            for lane in self._by_health(request, lanes, failures):
+            for lane in self.attempts.by_health(request, lanes, failures):
                 ticket.check()
                 try:
                     async with aclosing(self._attempt(ticket, ticket.runner, lane, prompt)) as ev:
@@ -421,35 +320,9 @@ class Scheduler:
                     failures.append(error)
             if chain_end is not None:
                 raise chain_end
-            raise self._all_failed(failures)
+            raise self.attempts.all_failed(failures)
         finally:
             self._forget(ticket)
-
-    def _by_health(
-        self, request: CompletionRequest, lanes: list[Lane], failures: list[BackendError]
-    ) -> list[Lane]:
-        """Healthy lanes in chain order, then softly cooling ones as a last resort.
-
-        Hard-cooling lanes are left out; their "wait N s" error joins ``failures``.
-        """
-        now = self.clock.now()
-        healthy: list[Lane] = []
-        soft: list[Lane] = []
-        for lane in lanes:
-            if lane.health.blocked(now):
-                failures.append(self._cooling_error(lane))
-                self._record(request.id, lane, "cooling", reason=str(failures[-1]))
-            elif lane.health.cooling(now):
-                soft.append(lane)
-            else:
-                healthy.append(lane)
-        return healthy + soft
-
-    def _all_failed(self, failures: list[BackendError]) -> BackendError:
-        last = failures[-1]
-        if len(failures) > 1:
-            last.add_note(EVERY_BACKEND_FAILED + "; ".join(f"{f.backend}: {f}" for f in failures))
-        return last
 
     def _attempt(
         self,
@@ -461,150 +334,8 @@ class Scheduler:
         announce: bool = True,
     ) -> AsyncGenerator[DispatchEvent, None]:
         if lane.can_batch and ticket.request.priority in self.batch_priorities:
-            return batched(self, ticket, runner, lane, prompt, announce=announce)
-        return self._streamed(ticket, runner, lane, prompt, announce=announce)
-
-    async def _acquire(
-        self, ticket: Ticket, runner: Runner, lane: Lane, tokens: int, enqueued: float
-    ) -> Permit:
-        permit = lane.limiter.try_acquire(tokens)
-        if permit is not None:
-            return permit
-        request = ticket.request
-        try:
-            return await runner.wait(
-                lane.limiter.acquire(request.priority, tokens, request.deadline)
-            )
-        except DeadlinePassed:
-            error = self._deadline_passed(ticket, lane, self.clock.now() - enqueued)
-            self._record(request.id, lane, "deadline", reason=error.reason)
-            raise error from None
-
-    async def _streamed(  # noqa: PLR0915 - one request's life reads best in one place
-        self,
-        ticket: Ticket,
-        runner: Runner,
-        lane: Lane,
-        prompt: FimPrompt,
-        *,
-        announce: bool,
-    ) -> AsyncGenerator[DispatchEvent, None]:
-        request = ticket.request
-        clock = self.clock
-        enqueued = clock.now()
-        permit = await self._acquire(ticket, runner, lane, estimate_tokens(prompt), enqueued)
-        outcome: Outcome = "error"
-        reason = ""
-        sent: float | None = None
-        first: float | None = None
-        observer = Observer(lane.health, permit, clock.now)
-        stream: AsyncIterator[str] | None = None
-        timer: AttemptTimer | None = None
-        try:
-            now = clock.now()
-            if request.deadline is not None and now >= request.deadline:
-                outcome = "deadline"
-                raise self._deadline_passed(ticket, lane, now - enqueued)
-            if lane.health.blocked(now):  # the server asked for a pause while we waited
-                outcome = "cooling"
-                raise self._cooling_error(lane)
-            ticket.check()
-            permit.sent = True  # from here on the attempt counts, even if it fails at once
-            timeouts = lane.config.timeouts
-            if announce:
-                yield Attempt(lane.name)
-                ticket.check()
-            sent = clock.now()
-            permit.mark_sent(sent)
-            stream = lane.backend.stream(prompt, observer)
-            timer = AttemptTimer(
-                clock,
-                runner,
-                lane.name,
-                sent,
-                first_s=timeouts.first_token_s,
-                total_s=timeouts.total_s,
-            )
-            planned = False
-            pieces: list[str] = []
-            anext = stream.__anext__
-            while True:
-                try:
-                    chunk = await runner.wait(anext())
-                except StopAsyncIteration:
-                    break
-                if not planned and observer.plan is not None:
-                    planned = True
-                    yield Planned(observer.plan)
-                    ticket.check()
-                if first is None:
-                    first = clock.now()
-                    timer.got_text = True
-                pieces.append(chunk)
-                yield Text(chunk)
-                ticket.check()
-            if not planned and observer.plan is not None:
-                yield Planned(observer.plan)
-                ticket.check()
-            outcome = "ok"
-            self._succeeded(lane)
-            text = "".join(pieces)
-            if text:
-                self.cache.put(
-                    lane.cache_key,
-                    prompt,
-                    text,
-                    observer.plan,
-                    observer.usage,
-                    ahead=request.priority != "interactive",
-                )
-            yield Finished(observer.usage or Usage())
-        except RequestDropped as error:
-            outcome = ticket.drop_outcome if ticket.drop_reason else "deadline"
-            reason = error.reason
-            raise
-        except GeneratorExit:
-            outcome = ticket.drop_outcome if ticket.drop_reason else "cancelled"
-            raise
-        except asyncio.CancelledError:
-            outcome = "hedge_lost" if lane.name in ticket.losers else "cancelled"
-            raise
-        except AnyfillError as error:
-            if not isinstance(error, BackendError):
-                raise
-            if outcome != "cooling":
-                outcome = outcome_of(error)
-                reason = str(error)
-                if error.retryable:
-                    self._cool(lane, error, observer.feedback)
-            raise
-        except Exception as foreign:
-            mapped = map_foreign(lane.name, foreign)
-            outcome, reason = outcome_of(mapped), str(mapped)
-            if mapped.retryable:
-                self._cool(lane, mapped, observer.feedback)
-            raise mapped from foreign
-        finally:
-            if timer is not None:
-                timer.cancel()
-            if not isinstance(runner.error, RequestDropped):
-                runner.error = None  # a timeout that fired as the attempt ended is moot
-            try:
-                close = getattr(stream, "aclose", None)
-                if close is not None:
-                    await close()  # closes the HTTP response, hence the socket
-            finally:
-                permit.release()
-                self._record(
-                    request.id,
-                    lane,
-                    outcome,
-                    enqueued=enqueued,
-                    sent=sent,
-                    first=first,
-                    usage=observer.usage,
-                    reason=reason,
-                )
+            return batched(self.attempts, ticket, runner, lane, prompt, announce=announce)
+        return self.attempts.streamed(ticket, runner, lane, prompt, announce=announce)
 
 
 __all__ = ["Scheduler", "estimate_tokens", "falls_back"]

@@ -190,6 +190,28 @@ def test_tab_with_nothing_to_accept_still_reaches_the_editor(
     assert editor.saved(x) == editor.text[:caret] + "\t|" + editor.text[caret:]
 
 
+def test_a_held_tab_with_nothing_to_accept_reaches_the_editor_once_let_go(
+    x: XSession, tray: Daemon, editor: Editor, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    """The user holds Tab while the popup is "thinking…": it is handed to the editor when
+    let go (a replay while the key is still down was dropped by X: the tab was lost)."""
+    responder, _server = llama
+    answer_next(responder, Reply(text="late", delay_s=3.0))
+    before = len(tray.outcomes())
+    press_preview(x, tray)
+    x.run("xdotool", "keydown", "Tab")
+    try:
+        wait_until(lambda: not popup_visible(x), 5, "the popup to close")
+        assert len(tray.outcomes()) == before  # still waiting for the key to be let go
+    finally:
+        x.run("xdotool", "keyup", "Tab")
+    outcome = next_outcome(tray, before)
+    assert outcome.status == "dismissed"
+    assert "went to the application" in outcome.reason
+    caret = caret_offset()
+    assert editor.saved(x) == editor.text[:caret] + "\t|" + editor.text[caret:]
+
+
 def test_typing_in_the_editor_closes_the_popup(
     x: XSession, tray: Daemon, editor: Editor, llama: tuple[LlamaCpp, LoopbackServer]
 ) -> None:

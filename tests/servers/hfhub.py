@@ -15,6 +15,7 @@ mirror), ``announced_sha256`` reports another checksum.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from dataclasses import dataclass, field
 
@@ -46,6 +47,8 @@ class HfHub:
     cdn_url: str = ""
     """Where the 302 points (another origin, as the Hub's CDN is); empty: this server."""
     served_bytes: list[int] = field(default_factory=list)
+    chunk_delay_s: float = 0.0
+    """A pause after each 64 KiB sent: a slow link, so a user can cancel mid-download."""
     """Body bytes sent per GET, in order."""
 
     def handles(self, method: str, path: str) -> bool:
@@ -133,4 +136,6 @@ class HfHub:
             await response.write(piece)
             sent += len(piece)
             self.served_bytes[-1] += len(piece)
+            if self.chunk_delay_s:
+                await asyncio.sleep(self.chunk_delay_s)
         await response.end()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +12,7 @@ from anyfill.daemon.backends.base import Backend, FimPrompt, Plan, Usage
 from anyfill.daemon.backends.common import closing_stream
 from anyfill.daemon.backends.http import make_client
 from anyfill.daemon.backends.registry import create_backend
+from anyfill.daemon.log import setup_logging
 from tests.servers import (
     Anthropic,
     Gemini,
@@ -95,3 +96,20 @@ CASES = [
     Case("gemini", Gemini, {"model": "gemini-test"}, KEY, {"api_key": KEY}),
 ]
 CASE_IDS = [case.type_name for case in CASES]
+
+
+@contextlib.contextmanager
+def text_opted_in() -> Iterator[None]:
+    """The user opted in to captured text in messages (privacy.log_text = true)."""
+    setup_logging(to_file=False, stderr=False, log_text=True)
+    try:
+        yield
+    finally:
+        setup_logging(to_file=False, stderr=False, log_text=False)
+
+
+def assert_hidden(message: str, server_text: str) -> None:
+    """The server's free text is not in ``message``: only its length, and how to see it."""
+    assert server_text not in message
+    assert f"{len(server_text)} characters, is hidden" in message
+    assert "privacy.log_text = true" in message

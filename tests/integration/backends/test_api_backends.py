@@ -8,7 +8,15 @@ import pytest
 from anyfill.daemon.backends.base import FimPrompt
 from anyfill.daemon.errors import AuthError, BadRequest, ConfigError, ModelNotFound, ServerError
 from anyfill.daemon.fim.chat import CHAT_STOP, HOLE
-from tests.integration.backends.helpers import KEY, SEED, Recorder, backend_for, collect
+from tests.integration.backends.helpers import (
+    KEY,
+    SEED,
+    Recorder,
+    assert_hidden,
+    backend_for,
+    collect,
+    text_opted_in,
+)
 from tests.servers import SEED_ANSWER, Anthropic, Gemini, MistralFim, OpenAI, Reply
 from tests.servers.fixtures import StartServer
 
@@ -80,8 +88,10 @@ async def test_completions_forced_native_suffix_refused_is_reported(
     async with backend_for(
         "openai-completions", srv.url, model="m", options={"native_suffix": True}
     ) as be:
-        with pytest.raises(BadRequest, match="Unsupported param: suffix"):
+        with pytest.raises(BadRequest, match="refused the 'suffix' field") as caught:
             await collect(be)
+    assert "options.native_suffix = true sends: set it to" in str(caught.value)
+    assert "Unsupported param" not in str(caught.value)  # the server's words stay hidden
 
 
 async def test_completions_stop_list_kept_within_the_limit(loopback: StartServer) -> None:
@@ -165,7 +175,7 @@ async def test_mistral_refused_key_explains_the_two_hosts(loopback: StartServer)
             await collect(be)
     assert "codestral.mistral.ai" in str(caught.value)
     assert "api.mistral.ai" in str(caught.value)
-    assert "(server said: Unauthorized)" in str(caught.value)
+    assert_hidden(str(caught.value), "Unauthorized")
 
 
 # -- chat backends ------------------------------------------------------------------------------
@@ -214,8 +224,10 @@ async def test_anthropic_request_has_no_prefill(loopback: StartServer) -> None:
 async def test_anthropic_overloaded_error_event_is_retryable(loopback: StartServer) -> None:
     srv = await loopback(Anthropic(Reply(midstream_error="Overloaded")))
     async with backend_for("anthropic", srv.url, model="claude-test") as be:
-        with pytest.raises(ServerError, match="Overloaded") as caught:
+        with pytest.raises(ServerError, match="failed with HTTP 529") as caught:
             await collect(be)
+    assert "error code: 'overloaded_error'" in str(caught.value)
+    assert_hidden(str(caught.value), "Overloaded")
     assert caught.value.retryable
     assert caught.value.status == 529
 
@@ -244,7 +256,13 @@ async def test_gemini_request(loopback: StartServer) -> None:
 async def test_gemini_bad_key_400_is_an_auth_error(loopback: StartServer) -> None:
     srv = await loopback(Gemini(api_key=KEY))
     async with backend_for("gemini", srv.url, api_key="nope", model="gemini-2.5-flash") as be:
-        with pytest.raises(AuthError, match="API key not valid"):
+        with pytest.raises(AuthError, match="'test-gemini' was refused") as caught:
+            await collect(be)
+    assert "error code: 'INVALID_ARGUMENT'" in str(caught.value)  # Gemini's error.status
+    assert "API key not valid" not in str(caught.value)
+    srv = await loopback(Gemini(api_key=KEY))
+    async with backend_for("gemini", srv.url, api_key="nope", model="gemini-2.5-flash") as be:
+        with text_opted_in(), pytest.raises(AuthError, match="API key not valid"):
             await collect(be)
 
 

@@ -196,7 +196,9 @@ async def test_jsonl_batch_keeps_order_and_reports_each_failure(
     assert results[0]["ms"] > 0
     assert results[1]["error"].startswith("line 2: not JSON")
     assert results[1]["middle"] is None
-    assert "kaput" in results[2]["error"]
+    assert "backend 'ollama' failed with HTTP 500" in results[2]["error"]
+    assert "kaput" not in results[2]["error"]  # the server's words are captured text
+    assert "5 characters, is hidden" in results[2]["error"]
     assert results[2]["middle"] is None
     assert results[3]["middle"] == 'lo World"'
     assert "must be strings" in results[4]["error"]

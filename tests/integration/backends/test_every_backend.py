@@ -27,8 +27,10 @@ from tests.integration.backends.helpers import (
     SEED,
     Case,
     Recorder,
+    assert_hidden,
     backend_for,
     collect,
+    text_opted_in,
 )
 from tests.servers import SEED_ANSWER, Reply
 from tests.servers.fixtures import StartServer
@@ -135,9 +137,14 @@ async def test_5xx_is_a_retryable_server_error(case: Case, loopback: StartServer
 async def test_400_is_a_bad_request(case: Case, loopback: StartServer) -> None:
     srv = await loopback(case.make(Reply(error="bad_request", message="max_tokens is too big")))
     async with backend_for(case.type_name, srv.url, api_key=case.api_key, **case.config) as be:
-        with pytest.raises(BadRequest, match="max_tokens is too big") as caught:
+        with pytest.raises(BadRequest, match="rejected the request") as caught:
             await collect(be)
+    assert_hidden(str(caught.value), "max_tokens is too big")
     assert not caught.value.retryable
+    srv = await loopback(case.make(Reply(error="bad_request", message="max_tokens is too big")))
+    async with backend_for(case.type_name, srv.url, api_key=case.api_key, **case.config) as be:
+        with text_opted_in(), pytest.raises(BadRequest, match="max_tokens is too big"):
+            await collect(be)
 
 
 async def test_unknown_model(case: Case, loopback: StartServer) -> None:
@@ -188,7 +195,12 @@ async def test_garbage_line_is_a_protocol_error(case: Case, loopback: StartServe
 async def test_error_reported_inside_the_stream(case: Case, loopback: StartServer) -> None:
     srv = await loopback(case.make(Reply(midstream_error="the runner crashed")))
     async with backend_for(case.type_name, srv.url, api_key=case.api_key, **case.config) as be:
-        with pytest.raises(ServerError, match="the runner crashed"):
+        with pytest.raises(ServerError, match=f"backend 'test-{case.type_name}' failed") as caught:
+            await collect(be)
+    assert_hidden(str(caught.value), "the runner crashed")
+    srv = await loopback(case.make(Reply(midstream_error="the runner crashed")))
+    async with backend_for(case.type_name, srv.url, api_key=case.api_key, **case.config) as be:
+        with text_opted_in(), pytest.raises(ServerError, match="the runner crashed"):
             await collect(be)
 
 

@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -178,40 +179,70 @@ KEY = "k-live-5f3a9c0d7e1b2a4c"
 PROMPT = "TOPSECRET-PROMPT-4411"
 
 
+def _prompt_of(request: RecordedRequest) -> str:
+    body = request.json()
+    return str(body["messages"][-1]["content"])  # the user's turn: it holds the document
+
+
+TRANSFORMS: dict[str, Callable[[str], str]] = {
+    "verbatim": lambda text: text,
+    "upper-cased": str.upper,
+    "json-escaped": json.dumps,
+    "split into tokens": " | ".join,
+}
+"""How a server may repeat the prompt in its error: no echo check can see through all."""
+
+
 class Echoes:
-    """A chat server whose 400 error repeats the request: its body and its key."""
+    """A chat server whose 400 error repeats the request's prompt (transformed) and key."""
+
+    def __init__(self, transform: Callable[[str], str]) -> None:
+        self.transform = transform
 
     async def __call__(self, request: RecordedRequest, response: Response) -> None:
-        message = f"bad request {request.body.decode()} auth={request.headers.get('authorization')}"
+        said = self.transform(_prompt_of(request))
+        message = f"bad request {said} auth={request.headers.get('authorization')}"
         await response.json(400, {"error": {"message": message, "type": "invalid_request"}})
 
 
-async def test_an_error_body_that_echoes_the_request_leaks_nothing(
-    loopback: StartServer, env: dict[str, str], tmp_path: Path
+def _leaks(text: str) -> list[str]:
+    """The forms of the secret prompt and key found in ``text``."""
+    forms = [KEY, PROMPT, PROMPT.upper(), json.dumps(PROMPT)[1:-1], " | ".join(PROMPT[:8])]
+    return [form for form in forms if form in text]
+
+
+@pytest.mark.parametrize("how", list(TRANSFORMS))
+async def test_an_error_body_that_repeats_the_prompt_leaks_nothing(
+    how: str, loopback: StartServer, env: dict[str, str], tmp_path: Path
 ) -> None:
-    srv = await loopback(Echoes())
+    srv = await loopback(Echoes(TRANSFORMS[how]))
     env.update(MY_KEY=KEY, XDG_STATE_HOME=str(tmp_path / "state"))
     chat = ["--type", "openai-chat", "--url", srv.url, "--model", "m", "--api-key-env", "MY_KEY"]
     single = await anyfill(env, "-", *chat, stdin=f"{PROMPT} <|cursor|>\n")
     line = json.dumps({"id": 1, "prefix": f"{PROMPT} ", "suffix": "\n"})
     batch = await anyfill(env, "--jsonl", "-", *chat, stdin=line + "\n")
     assert single.code == 1
-    assert "rejected the request" in single.err
-    assert "is hidden because it repeats the request" in single.err
+    # What the user needs to act on stays: our message and the API's error identifier.
+    assert "backend 'openai-chat' rejected the request" in single.err
+    assert "error code: 'invalid_request'" in single.err
+    assert "characters, is hidden" in single.err
+    assert "set privacy.log_text = true to see it" in single.err
     result = json.loads(batch.out)
     assert "rejected the request" in result["error"]
+    assert "characters, is hidden" in result["error"]
     log_file = tmp_path / "state" / "anyfill" / "log" / "anyfill.log"
     logged = log_file.read_text()
     assert "line 1 failed" in logged
     for text in (single.err, batch.out, batch.err, logged):
-        assert KEY not in text
-        assert PROMPT not in text
+        assert _leaks(text) == []
+        assert "bad request" not in text  # none of the server's free text
 
 
+@pytest.mark.parametrize("how", ["upper-cased", "split into tokens"])
 async def test_the_message_shows_with_the_user_s_consent(
-    loopback: StartServer, env: dict[str, str], tmp_path: Path
+    how: str, loopback: StartServer, env: dict[str, str], tmp_path: Path
 ) -> None:
-    srv = await loopback(Echoes())
+    srv = await loopback(Echoes(TRANSFORMS[how]))
     config = tmp_path / "anyfill.toml"
     config.write_text(
         "[privacy]\nlog_text = true\n[routing]\ndefault = ['chat']\n"
@@ -220,8 +251,17 @@ async def test_the_message_shows_with_the_user_s_consent(
     )
     env.update(MY_KEY=KEY, ANYFILL_CONFIG=str(config), XDG_STATE_HOME=str(tmp_path / "s"))
     run = await anyfill(env, "-", stdin=f"{PROMPT} <|cursor|>\n")
-    assert "server said: bad request" in run.err  # opted in: the server's own words
-    assert KEY not in run.err  # a key never
+    line = json.dumps({"id": 1, "prefix": f"{PROMPT} ", "suffix": "\n"})
+    batch = await anyfill(env, "--jsonl", "-", stdin=line + "\n")
+    shown = TRANSFORMS[how](PROMPT)  # the prompt as the server repeated it
+    error = json.loads(batch.out)["error"]
+    logged = (tmp_path / "s" / "anyfill" / "log" / "anyfill.log").read_text()
+    for text in (run.err, error):  # opted in: the server's own words
+        assert "(server said: bad request" in text
+        assert shown in text
+    assert shown in logged
+    for text in (run.err, batch.out, logged):
+        assert KEY not in text  # a key never
 
 
 # -- errors that tell the truth ------------------------------------------------------------------

@@ -154,7 +154,7 @@ async def test_llamacpp_batch_sends_a_prompt_list(loopback: StartServer) -> None
 async def test_llamacpp_still_loading_is_retryable(loopback: StartServer) -> None:
     srv = await loopback(LlamaCpp(loading=True))
     async with backend_for("llamacpp", srv.url) as be:
-        with pytest.raises(ServerError, match="Loading model") as caught:
+        with pytest.raises(ServerError, match="is still loading its model") as caught:
             await collect(be)
     assert caught.value.retryable
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.harness import MISSING, XSession, wait_until
+from tests.servers import RecordedRequest, Response
 from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
 
@@ -98,6 +99,38 @@ def test_nothing_running_cannot_work(tmp_path: Path, refused_url: str) -> None:
     text = doctor(config, tmp_path)
     assert text.returncode == 1
     assert text.stdout.splitlines()[-1].startswith("fail verdict")
+
+
+class FailingHealth:
+    """A llama-server whose /health fails with words of the user's (a path, a prompt)."""
+
+    async def __call__(self, request: RecordedRequest, response: Response) -> None:
+        body = {"error": {"code": 500, "message": SERVER_WORDS, "type": "server_error"}}
+        await response.json(500, body)
+
+
+SERVER_WORDS = "cannot read /home/alice/diary-2026.txt"
+
+
+def test_a_server_s_error_text_shows_in_doctor_only_on_opt_in(tmp_path: Path) -> None:
+    with LoopbackServer.in_thread(FailingHealth()) as running:
+        config = write_config(tmp_path, running.url)
+        hidden = doctor(config, tmp_path)
+        as_json = doctor(config, tmp_path, "--json")
+        config.write_text(config.read_text() + "[privacy]\nlog_text = true\n")
+        shown = doctor(config, tmp_path)
+    for out in (hidden.stdout, as_json.stdout):
+        assert "backend 'local' failed with HTTP 500" in out
+        assert "error code: 'server_error'" in out
+        assert "diary" not in out
+        assert f"{len(SERVER_WORDS)} characters, is hidden" in out
+    assert f"server said: {SERVER_WORDS}" in shown.stdout
+
+
+def test_a_loading_llama_server_is_named_in_doctor(tmp_path: Path) -> None:
+    with LoopbackServer.in_thread(LlamaCpp(loading=True)) as running:
+        result = doctor(write_config(tmp_path, running.url), tmp_path)
+    assert "backend 'local' is still loading its model (HTTP 503)" in result.stdout
 
 
 def test_a_broken_config_says_where_and_still_checks_the_desktop(tmp_path: Path) -> None:

@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 from anyfill.config.model import BACKEND_TYPES
 from anyfill.daemon.backends.common import join_url, limit_stops
 from anyfill.daemon.backends.registry import BACKEND_CLASSES, backend_class
-from anyfill.daemon.backends.wire import error_for_status, error_message, retry_after_seconds
+from anyfill.daemon.backends.wire import (
+    error_code,
+    error_for_status,
+    error_message,
+    retry_after_seconds,
+)
 from anyfill.daemon.engine import trim_context
 from anyfill.daemon.errors import (
     AuthError,
@@ -106,6 +111,69 @@ def test_status_mapping(status: int, body: bytes, kind: type[Exception]) -> None
 def test_404_without_model_names_the_path() -> None:
     error = error_for_status("b", 404, {}, b"", url="http://h:1/infill")
     assert "has no /infill" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (
+            b'{"error":{"message":"m","type":"invalid_request_error","code":"invalid_api_key"}}',
+            "invalid_api_key",
+        ),  # OpenAI: code before type
+        (
+            b'{"error":{"message":"m","type":"invalid_request_error","code":null}}',
+            "invalid_request_error",
+        ),
+        (
+            b'{"type":"error","error":{"type":"not_found_error","message":"m"}}',
+            "not_found_error",
+        ),  # Anthropic
+        (
+            b'[{"error":{"code":400,"message":"m","status":"INVALID_ARGUMENT"}}]',
+            "INVALID_ARGUMENT",
+        ),  # Gemini, streamed
+        (
+            b'{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}',
+            "unavailable_error",
+        ),  # llama.cpp
+        (
+            b'{"object":"error","message":"m","type":"BadRequestError","code":400}',
+            "BadRequestError",
+        ),  # vLLM
+        (b'{"error":"model not found"}', ""),  # Ollama: free text only
+        (b'{"error":{"type":"the user wrote this sentence"}}', ""),  # not an identifier
+        (b"plain text", ""),
+    ],
+)
+def test_error_code_reads_only_identifiers(body: bytes, code: str) -> None:
+    assert error_code(body) == code
+
+
+def test_an_error_body_is_shown_only_as_its_length() -> None:
+    body = b'{"error":{"message":"PRIVATE words here","type":"invalid_request_error"}}'
+    error = error_for_status("b", 400, {}, body, url="http://h/v1/x", model="m")
+    text = str(error)
+    assert "backend 'b' rejected the request" in text
+    assert "error code: 'invalid_request_error'" in text
+    assert "PRIVATE" not in text
+    assert "its message, 18 characters, is hidden" in text
+    assert "privacy.log_text = true" in text
+    assert error.server_message == "PRIVATE words here"  # for code, never for display
+
+
+def test_an_identifier_that_is_a_word_of_the_request_is_hidden_too() -> None:
+    body = b'{"error":{"message":"x","type":"hunter2_secret"}}'
+    error = error_for_status(
+        "b", 400, {}, body, url="http://h/v1/x", sent=["my password is hunter2_secret"]
+    )
+    assert "hunter2" not in str(error)
+
+
+def test_llamacpp_loading_is_said_in_our_words() -> None:
+    body = b'{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}'
+    error = error_for_status("b", 503, {}, body, url="http://h/health")
+    assert type(error) is ServerError
+    assert "backend 'b' is still loading its model" in str(error)
 
 
 @pytest.mark.parametrize(

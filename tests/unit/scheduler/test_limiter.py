@@ -213,3 +213,19 @@ async def test_a_request_counts_from_when_it_is_sent_not_admitted() -> None:
     assert limiter.try_acquire() is None, "the server saw it at 5 s: its minute is not over"
     await clock.advance(4)
     assert limiter.try_acquire() is not None
+
+
+async def test_a_reshaped_limit_counts_what_the_window_already_holds() -> None:
+    clock = ManualClock()
+    limiter = Limiter(LimitSpec(requests_per_minute=4), clock)
+    for _ in range(2):
+        permit = limiter.try_acquire()
+        assert permit is not None
+        permit.sent = True
+        permit.release()
+    limiter.reshape(LimitSpec(requests_per_minute=2))  # a second worker joined the pool
+    assert limiter.try_acquire() is None
+    await clock.advance(60)
+    assert limiter.try_acquire() is not None
+    limiter.reshape(LimitSpec())
+    assert limiter.requests is None

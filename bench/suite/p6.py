@@ -19,7 +19,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 
-from anyfill.daemon.scheduler.bench.harness import (
+from anyfill.bench.harness import (
     MAX_TOKENS,
     PREFIX,
     SUFFIX,

@@ -108,7 +108,7 @@ class Stub:
 def stub(*args: str) -> Iterator[Stub]:
     """Run the stub server in its own process for the duration of the block."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "anyfill.daemon.scheduler.bench.stub", *args],
+        [sys.executable, "-m", "anyfill.bench.stub", *args],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from anyfill.daemon.scheduler.bench.harness import Say, quiet
+from anyfill.bench.harness import Say, quiet
 
 __all__ = ["BENCHMARKS", "run_benchmarks"]
 
-BENCHMARKS = ("p2", "p3", "p4", "p6")
+BENCHMARKS = ("p2", "p3", "p4", "p6", "mqtt")
 
 
 def run_benchmarks(
@@ -23,23 +23,27 @@ def run_benchmarks(
     for name in chosen:
         say(f"{name}: running{' (quick)' if quick else ''} ...")
         if name == "p2":
-            from anyfill.daemon.scheduler.bench import p2
+            from anyfill.bench import p2
 
             if quick:
                 report = p2.run(reps=3, c1_requests=40, c32_requests=128, peers=peers, say=say)
             else:
                 report = p2.run(peers=peers, say=say)
         elif name == "p3":
-            from anyfill.daemon.scheduler.bench import p3
+            from anyfill.bench import p3
 
             report = p3.run(samples=30 if quick else 200, say=say)
         elif name == "p4":
-            from anyfill.daemon.scheduler.bench import p4
+            from anyfill.bench import p4
 
             report = p4.run(reps=2 if quick else 7, say=say)
-        else:
-            from anyfill.daemon.scheduler.bench import p6
+        elif name == "p6":
+            from anyfill.bench import p6
 
             report = p6.run(say=say)
+        else:
+            from anyfill.bench import mqtt
+
+            report = mqtt.run(quick=quick, say=say)
         say(report)
         say("")

@@ -16,8 +16,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from anyfill.daemon.heap import freeze_startup_objects
-from anyfill.daemon.scheduler.bench.harness import (
+from anyfill.bench.harness import (
     MAX_TOKENS,
     PREFIX,
     SUFFIX,
@@ -31,6 +30,7 @@ from anyfill.daemon.scheduler.bench.harness import (
     stub,
     stub_config,
 )
+from anyfill.daemon.heap import freeze_startup_objects
 
 
 def _scheduler(url: str) -> tuple[Any, Any, Any]:

@@ -23,8 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from anyfill.daemon.heap import freeze_startup_objects
-from anyfill.daemon.scheduler.bench.harness import (
+from anyfill.bench.harness import (
     MAX_TOKENS,
     MODEL,
     PREFIX,
@@ -40,6 +39,7 @@ from anyfill.daemon.scheduler.bench.harness import (
     stub,
     stub_config,
 )
+from anyfill.daemon.heap import freeze_startup_objects
 
 CONCURRENCY = 32
 RPM = 1_000_000  # the limits every limited client gets: generous, so only their cost shows

@@ -14,7 +14,7 @@ import collections
 import time
 from typing import Any
 
-from anyfill.daemon.scheduler.bench.harness import (
+from anyfill.bench.harness import (
     MAX_TOKENS,
     PREFIX,
     SUFFIX,

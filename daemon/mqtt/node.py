@@ -1,0 +1,356 @@
+"""The daemon on a broker: retained status, events, and the request API of one node.
+
+Topics (``<prefix>/<node>/...``, see ``topics.NodeTopics``):
+
+- ``status``: retained JSON (``state`` online, version, each backend's health and
+  cooldown); the Last Will replaces it with ``{"state": "offline"}`` when the process dies.
+- ``events``: request started / finished / failed and each backend attempt (latency,
+  backend, tokens). Captured text (prefix, suffix, middle) only with ``privacy.mqtt_text``.
+- ``request``: a completion as JSON (``protocol.NodeRequest``), answered on the MQTT 5
+  Response Topic with the same Correlation Data (else on the payload's ``response_topic``,
+  else ``<node>/response``): ``chunk`` messages with the raw text as it streams, then one
+  ``final`` message with the exact middle or the error. Every reply carries the request
+  ``id`` so MQTT 3.1.1 clients can match them.
+- ``cancel``: ``{"id": ...}`` stops that request; its upstream HTTP stream closes.
+
+The API completes only. ``"insert": true`` (type into the desktop at the caret, as the
+hotkey does) is refused unless ``mqtt.allow_remote_insert`` is on and this daemon's own
+connection to the broker is authenticated (a broker that lets anyone publish cannot
+tell who asks). While the broker is unreachable the daemon completes as usual; the link
+reconnects with backoff and ``BrokerStatus`` on the bus tells the tray.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import aiomqtt
+
+from anyfill.config.model import Settings
+from anyfill.daemon.bus import BrokerStatus, EventBus, RequestEnded, RequestStarted
+from anyfill.daemon.completion import Completer, CompletionRequest
+from anyfill.daemon.context import Context
+from anyfill.daemon.errors import AnyfillError
+from anyfill.daemon.mqtt.connection import (
+    BrokerClient,
+    BrokerSpec,
+    keep_connected,
+    publish_properties,
+    raise_if_cancelled,
+)
+from anyfill.daemon.mqtt.protocol import (
+    CancelRequest,
+    NodeRequest,
+    PayloadError,
+    dumps,
+    error_json,
+    parse,
+)
+from anyfill.daemon.mqtt.topics import NodeTopics
+from anyfill.daemon.scheduler.events import AttemptFinished, CooldownChanged
+
+log = logging.getLogger("anyfill.mqtt")
+
+Trigger = Callable[[str], None]
+
+
+class NodeBridge:
+    def __init__(
+        self,
+        completer: Completer,
+        settings: Settings,
+        spec: BrokerSpec,
+        *,
+        bus: EventBus | None = None,
+        backends: Sequence[str] = (),
+        unusable: Mapping[str, str] | None = None,
+        trigger: Trigger | None = None,
+        version: str = "",
+    ) -> None:
+        self.completer = completer
+        self.settings = settings
+        self.spec = spec
+        self.bus = bus
+        self.topics = NodeTopics(settings.mqtt.prefix, settings.mqtt.node)
+        self.trigger = trigger
+        self.version = version
+        self.with_text = settings.privacy.mqtt_text
+        self._backends = list(backends)
+        self._unusable = dict(unusable or {})
+        self._cooling: dict[str, tuple[float, str]] = {}
+        self._client: BrokerClient | None = None
+        self._connected = False
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._since = time.time()
+        self.connected = asyncio.Event()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Keep the node on the broker until cancelled."""
+        offline = dumps({"state": "offline", "node": self.settings.mqtt.node})
+        will = aiomqtt.Will(self.topics.status, offline, qos=1, retain=True)
+        client = BrokerClient(self.spec, will=will)
+        self._client = client
+        removers: list[Callable[[], None]] = []
+        if self.bus is not None:
+            removers.append(self.bus.listen(self._on_cooldown, CooldownChanged))
+            removers.append(
+                self.bus.listen(self._on_event, AttemptFinished, RequestStarted, RequestEnded)
+            )
+        try:
+            await keep_connected(client, self._session, self._on_state)
+        finally:
+            for remove in removers:
+                remove()
+            for task in list(self._tasks):
+                task.cancel()
+            if self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _on_state(self, up: bool, reason: str) -> None:
+        changed = up != self._connected
+        self._connected = up
+        if up:
+            log.info("on the broker %s as node %s", self.spec.url, self.settings.mqtt.node)
+        else:
+            self.connected.clear()
+            if changed:
+                log.warning("broker %s unreachable: %s", self.spec.url, reason)
+        if self.bus is not None and (changed or not up):
+            self.bus.publish(BrokerStatus(self.spec.url, up, reason))
+
+    async def _session(self, client: BrokerClient) -> None:
+        await client.publish(self.topics.status, self._status(), qos=1, retain=True)
+        await client.subscribe(self.topics.request, qos=1)
+        await client.subscribe(self.topics.cancel, qos=1)
+        raise_if_cancelled()
+        self.connected.set()
+        async for message in client.messages:
+            payload = message.payload if isinstance(message.payload, bytes) else b""
+            if message.topic.value == self.topics.request:
+                task = asyncio.create_task(self._request(client, message, payload))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            elif message.topic.value == self.topics.cancel:
+                await self._cancel(payload)
+                raise_if_cancelled()
+
+    # -- status and events -------------------------------------------------------------
+
+    def _status(self) -> bytes:
+        now = time.time()
+        backends: dict[str, Any] = {}
+        for name in self._backends:
+            until, reason = self._cooling.get(name, (0.0, ""))
+            if until > now:
+                backends[name] = {"health": "cooling", "cooling_until": until, "reason": reason}
+            else:
+                backends[name] = {"health": "ok"}
+        for name, reason in self._unusable.items():
+            backends[name] = {"health": "unusable", "reason": reason}
+        return dumps(
+            {
+                "state": "online",
+                "node": self.settings.mqtt.node,
+                "version": self.version,
+                "since": self._since,
+                "backends": backends,
+            }
+        )
+
+    def _send(self, topic: str, body: bytes, *, retain: bool = False, **props: Any) -> None:
+        client = self._client
+        if client is None or not self._connected:
+            return  # live telemetry: while the broker is away it is simply not sent
+        with contextlib.suppress(aiomqtt.MqttError):
+            properties = publish_properties(**props) if self.spec.v5 else None
+            client.send(topic, body, qos=1, retain=retain, properties=properties)
+
+    def _on_cooldown(self, event: CooldownChanged) -> None:
+        if event.cooling:
+            self._cooling[event.backend] = (time.time() + event.seconds_left, event.reason)
+        else:
+            self._cooling.pop(event.backend, None)
+        self._send(self.topics.status, self._status(), retain=True)
+
+    def _on_event(self, event: Any) -> None:
+        body: dict[str, Any]
+        if isinstance(event, RequestStarted):
+            body = {"event": "started", "id": event.request_id, "priority": event.priority}
+            body["method"] = event.method
+            if self.with_text:
+                body["prefix"], body["suffix"] = event.prefix, event.suffix
+        elif isinstance(event, RequestEnded):
+            body = {
+                "event": "finished" if event.ok else "failed",
+                "id": event.request_id,
+                "backend": event.backend,
+                "ms": round(event.ms, 2),
+                "first_token_ms": event.first_token_ms,
+                "prompt_tokens": event.prompt_tokens,
+                "completion_tokens": event.completion_tokens,
+            }
+            if event.error:
+                body["error"] = event.error
+            if self.with_text and event.ok:
+                body["middle"] = event.middle
+        else:
+            attempt: AttemptFinished = event
+            body = {
+                "event": "attempt",
+                "id": attempt.request_id,
+                "backend": attempt.backend,
+                "outcome": attempt.outcome,
+                "queue_wait_ms": attempt.queue_wait_ms,
+                "first_token_ms": attempt.first_token_ms,
+                "total_ms": attempt.total_ms,
+                "prompt_tokens": attempt.prompt_tokens,
+                "completion_tokens": attempt.completion_tokens,
+            }
+        self._send(self.topics.events, dumps(body))
+
+    # -- the request API ---------------------------------------------------------------
+
+    async def _cancel(self, payload: bytes) -> None:
+        try:
+            cancel = parse(CancelRequest, payload)
+        except PayloadError as error:
+            log.info("a cancel was ignored: %s", error)
+            return
+        await self.completer.cancel(_internal_id(cancel.id))
+
+    async def _request(
+        self, client: BrokerClient, message: aiomqtt.Message, payload: bytes
+    ) -> None:
+        properties = message.properties
+        reply_topic = getattr(properties, "ResponseTopic", None) if properties else None
+        correlation = getattr(properties, "CorrelationData", None) if properties else None
+
+        def reply(topic: str, body: dict[str, Any]) -> None:
+            self._send(topic, dumps(body), correlation=correlation)
+
+        try:
+            request = parse(NodeRequest, payload)
+        except PayloadError as error:
+            log.info("a request from the broker was refused: %s", error)
+            reply(
+                reply_topic or self.topics.response,
+                _failure(error.request_id, "bad_request", str(error)),
+            )
+            return
+        topic = reply_topic or request.response_topic or self.topics.response
+        request_id = request.id or uuid.uuid4().hex
+        if request.insert:
+            reply(topic, self._insert(request_id))
+            return
+        internal = _internal_id(request_id)
+        if internal in self._running:
+            reply(
+                topic,
+                _failure(request_id, "bad_request", f"request {request_id} is already running"),
+            )
+            return
+        options = request.options
+        completion = CompletionRequest(
+            context=Context(
+                request.prefix,
+                request.suffix,
+                app=f"mqtt:{request.target or internal}",
+                method="mqtt",
+                language=options.language,
+                filename=options.filename,
+            ),
+            id=internal,
+            priority=options.priority,
+            backends=tuple(request.backends),
+            max_tokens=options.max_tokens,
+            single_line=options.single_line,
+        )
+        sent = ""
+        seq = 0
+
+        def on_text(text: str) -> None:
+            nonlocal sent, seq
+            body: dict[str, Any] = {"id": request_id, "type": "chunk", "seq": seq}
+            if text.startswith(sent):
+                body["text"] = text[len(sent) :]
+            else:  # another backend took over: its text replaces what was sent
+                body["text"], body["replace"] = text, True
+            sent = text
+            seq += 1
+            reply(topic, body)
+
+        current = asyncio.current_task()
+        assert current is not None
+        self._running[internal] = current
+        try:
+            done = await self.completer.complete(completion, on_text)
+        except AnyfillError as error:
+            body = {"id": request_id, "type": "final", "ok": False, "error": error_json(error)}
+            reply(topic, body)
+            return
+        except Exception as error:  # a bug must answer the client, not stop the daemon
+            log.exception("request %s failed", request_id)
+            reply(topic, _failure(request_id, "internal", f"{type(error).__name__}: {error}"))
+            return
+        finally:
+            self._running.pop(internal, None)
+        reply(
+            topic,
+            {
+                "id": request_id,
+                "type": "final",
+                "ok": True,
+                "middle": done.middle,
+                "backend": done.backend,
+                "ms": round(done.ms, 2),
+                "first_token_ms": done.first_token_ms,
+                "usage": {
+                    "prompt_tokens": done.usage.prompt_tokens,
+                    "completion_tokens": done.usage.completion_tokens,
+                },
+            },
+        )
+
+    def _insert(self, request_id: str) -> dict[str, Any]:
+        if not self.settings.mqtt.allow_remote_insert:
+            return _failure(
+                request_id,
+                "refused",
+                "typing into the desktop from the broker is off (mqtt.allow_remote_insert)",
+            )
+        if not self.spec.authenticated:
+            return _failure(
+                request_id,
+                "refused",
+                "typing into the desktop needs an authenticated broker connection "
+                "(mqtt.username with a password, or a TLS client certificate)",
+            )
+        if self.trigger is None:
+            return _failure(request_id, "refused", "this process has no desktop to type into")
+        self.trigger("complete")
+        return {"id": request_id, "type": "final", "ok": True, "inserted": "requested"}
+
+
+def _internal_id(request_id: str) -> str:
+    return f"mqtt-{request_id}"
+
+
+def _failure(request_id: str | None, kind: str, message: str) -> dict[str, Any]:
+    return {
+        "id": request_id,
+        "type": "final",
+        "ok": False,
+        "error": {"kind": kind, "message": message},
+    }
+
+
+__all__ = ["NodeBridge"]

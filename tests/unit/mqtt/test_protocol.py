@@ -1,0 +1,108 @@
+"""Request payloads are checked whole; replies and errors survive the trip to a desktop."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from anyfill.daemon.backends.base import Plan
+from anyfill.daemon.errors import (
+    AuthError,
+    BackendTimeout,
+    RateLimited,
+    RequestDropped,
+    ServerError,
+)
+from anyfill.daemon.mqtt.protocol import (
+    MAX_PAYLOAD,
+    NodeRequest,
+    PayloadError,
+    PoolRequest,
+    error_from_json,
+    error_json,
+    parse,
+    plan_from_json,
+    plan_json,
+)
+
+
+def test_a_full_node_request_parses() -> None:
+    body = {
+        "id": "r1",
+        "prefix": "a",
+        "suffix": "b",
+        "backends": ["x"],
+        "options": {"max_tokens": 9, "single_line": True, "priority": "prefetch"},
+        "target": "editor:1",
+    }
+    request = parse(NodeRequest, json.dumps(body).encode())
+    assert request.options.max_tokens == 9
+    assert request.options.priority == "prefetch"
+    assert request.backends == ["x"]
+    assert request.insert is False
+
+
+@pytest.mark.parametrize(
+    ("payload", "says", "request_id"),
+    [
+        (b"\xff\xfe", "not JSON", None),
+        (b"[1, 2]", "JSON object", None),
+        (b'{"id": "a", "prefix": 1}', "prefix", "a"),
+        (b'{"id": "a", "prefix": "x", "extra_field": 1}', "extra_field", "a"),
+        (b'{"id": 7, "prefix": "x"}', "id", None),
+        (b'{"prefix": "x", "options": {"max_tokens": 0}}', "max_tokens", None),
+        (b'{"prefix": "x", "options": {"priority": "urgent"}}', "priority", None),
+        (b'{"prefix": "x", "insert": "yes"}', "insert", None),
+    ],
+)
+def test_a_bad_payload_says_what_is_wrong(
+    payload: bytes, says: str, request_id: str | None
+) -> None:
+    with pytest.raises(PayloadError) as caught:
+        parse(NodeRequest, payload)
+    assert says in str(caught.value)
+    assert caught.value.request_id == request_id
+
+
+def test_an_oversized_payload_is_refused_before_it_is_read() -> None:
+    payload = b'{"prefix": "' + b"x" * MAX_PAYLOAD + b'"}'
+    with pytest.raises(PayloadError, match="over the"):
+        parse(NodeRequest, payload)
+
+
+def test_a_pool_request_keeps_extra_files_as_pairs() -> None:
+    body = {"id": "p", "prefix": "a", "suffix": "b", "extra": [["f.py", "x = 1"]]}
+    request = parse(PoolRequest, json.dumps(body).encode())
+    assert request.extra == [("f.py", "x = 1")]
+
+
+def test_a_plan_survives_the_trip() -> None:
+    plan = Plan("template", "starcoder", ("<eot>",), "why")
+    assert plan_from_json(json.loads(json.dumps(plan_json(plan)))) == plan
+    with pytest.raises(ValueError, match="not a plan"):
+        plan_from_json({"mode": "psychic"})
+
+
+@pytest.mark.parametrize(
+    ("error", "cls", "retryable"),
+    [
+        (RateLimited("gpu", "slow down", retry_after=2.5), RateLimited, True),
+        (AuthError("gpu", "bad key", status=401), AuthError, False),
+        (BackendTimeout("gpu", "late"), BackendTimeout, True),
+        (RequestDropped("r", "past its deadline"), BackendTimeout, True),
+        (RuntimeError("bug"), ServerError, True),
+    ],
+)
+def test_a_worker_error_becomes_the_same_kind_of_error_on_the_desktop(
+    error: Exception, cls: type[Exception], retryable: bool
+) -> None:
+    back = error_from_json("pool", json.loads(json.dumps(error_json(error))))
+    assert type(back) is cls
+    assert back.retryable is retryable
+    assert back.backend == "pool"
+    if isinstance(error, RateLimited):
+        assert isinstance(back, RateLimited)
+        assert back.retry_after == 2.5
+    if isinstance(error, AuthError):
+        assert back.status == 401
