@@ -6,8 +6,7 @@ measured is anyfill's own path). One clock for every process (``time.monotonic()
 the target stamps each text change, the popup stamps each paint in the daemon's log.
 
 Printed:
-- start -> ready (hotkeys grabbed; for the tray also the icon shown), headless vs tray, and
-  the first completion press right after ready (hotkey -> inserted);
+- start -> ready (hotkeys grabbed; for the tray also the icon shown), headless vs tray;
 - RSS after start and after the presses, headless vs tray;
 - P1 (complete hotkey -> text in the app), headless vs tray: both run at once on their own
   hotkeys and the presses alternate, so both see the same load; and the ratio;
@@ -16,7 +15,6 @@ Printed:
 - Tab -> text in the app.
 
     .venv/bin/python bench/bench_tray.py [--runs 30] [--starts 5]
-        [--starts-only] [--first-press-after 0.5]
 """
 
 from __future__ import annotations
@@ -179,17 +177,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--starts", type=int, default=5)
-    parser.add_argument(
-        "--starts-only",
-        action="store_true",
-        help="only start -> ready and the first press after each start (no P1/preview runs)",
-    )
-    parser.add_argument(
-        "--first-press-after",
-        type=float,
-        default=0.0,
-        help="seconds between ready and the first press (default 0: at once, the worst case)",
-    )
     args = parser.parse_args()
     if shutil.which("trayer") is None:
         raise SystemExit("needs trayer (a tray host): apt-get install trayer")
@@ -201,34 +188,15 @@ def main() -> None:
         target = QtTarget(x)
         x.set_clipboard("the user's clipboard")
         starts: dict[bool, list[float]] = {True: [], False: []}
-        first: dict[bool, list[float]] = {True: [], False: []}
         icon_ms: list[float] = []
-        for n in range(args.starts):
+        for _ in range(args.starts):
             for headless in (True, False):
                 began = time.monotonic()
                 daemon, ms = start(x, server.url, headless)
                 starts[headless].append(ms)
                 if not headless:
                     icon_ms.append((icon_shown_at(daemon) - began) * 1000)
-                # The first press right after ready: work moved off the start path must
-                # not come back as a slow first completion.
-                x.focus(target.wid)
-                time.sleep(args.first_press_after)
-                press_ms = p1_press(x, daemon, target, ["Control_L", "Alt_L", "space"], f"f{n}")
-                if press_ms is not None:
-                    first[headless].append(press_ms)
                 daemon.stop()
-        if args.starts_only:
-            target.close()
-            os.killpg(host.pid, signal.SIGTERM)
-            print(f"load average after: {os.getloadavg()[0]:.2f}")
-            print(line("start -> ready, headless", starts[True]))
-            print(line("start -> ready, tray", starts[False], GOALS["start"]))
-            print(line("start -> tray icon shown (hotkeys not live yet)", icon_ms))
-            print(line("first press after ready -> inserted, headless", first[True]))
-            print(line("first press after ready -> inserted, tray", first[False]))
-            print(f"presses a guard refused (not timed): {len(REFUSED)}")
-            return
         # Both at once, each on its own hotkey, presses alternating: the same load for both.
         headless_daemon, _ = start(x, server.url, True)
         tray_daemon, _ = start(x, server.url, False, TRAY_KEYS)
@@ -254,8 +222,6 @@ def main() -> None:
     print(line("start -> ready, headless", starts[True]))
     print(line("start -> ready, tray", starts[False], GOALS["start"]))
     print(line("start -> tray icon shown (hotkeys not live yet)", icon_ms))
-    print(line("first press after ready -> inserted, headless", first[True]))
-    print(line("first press after ready -> inserted, tray", first[False]))
     for kind, run in (("headless", headless), ("tray", tray)):
         print(f"RSS {kind}: {run.rss_start:.1f} MB after start, {run.rss_end:.1f} MB after presses")
     print(f"RSS goal with the tray: <= {GOALS['rss']:.0f} MB")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import os
 import signal
@@ -87,17 +86,6 @@ def capture_strategies(desktop: Desktop, settings: Settings) -> dict[CaptureStra
     else:
         strategies["accessibility"] = accessibility
     return strategies
-
-
-def load_backend_stack() -> None:
-    """What building the default backends needs that is slow to load: the engine, aiohttp
-    (it builds its SSL contexts at import) and the keyring's backend. Run in a thread right
-    after the hotkeys are live, so neither the start nor the event loop waits for it."""
-    from anyfill.config.secrets import load_keyring
-
-    for module in ("anyfill.daemon.engine", "anyfill.daemon.backends.aiohttp_transport"):
-        importlib.import_module(module)
-    load_keyring()
 
 
 def default_completer(settings: Settings, bus: EventBus | None = None) -> Any:
@@ -217,8 +205,11 @@ async def serve_core(
         open_desktop(settings, on_trigger) as desktop,
         SwappableCompleter(completer_factory, core.bus) as completer,
     ):
+        await completer.start(settings)
         core.backends = lambda: getattr(completer.current, "backends", None) or {}
+        # Managed llama-servers start in the background, for the first engine and each new one.
         starting: list[asyncio.Task[None]] = []
+        _start_managed_servers(completer.current, settings, starting)
         pipeline, previewer = _desktop_path(core, desktop, completer, preview=preview)
         pipelines.append(pipeline)
         daemon_control = DaemonControl(settings, pipeline, on_trigger, desktop=desktop_kind())
@@ -246,18 +237,14 @@ async def serve_core(
         )
         await control.start_serving()
         bridge = start_mqtt(settings, completer, on_trigger, bus=core.bus)
+        freeze_startup_objects()
         async with ConfigWatcher(path, reloader.on_text):
             chain = ", ".join(settings.routing.default)
             log.info("anyfill is running; backends in order: %s", chain)
             if ready is not None:
                 ready()
-            # The backends (HTTP stack, keyring) are built once the hotkeys are live, not
-            # before: a press that comes first waits for them (bench/bench_tray.py times
-            # both). Managed llama-servers start in the background after each engine.
-            build_failed = asyncio.Event()
-            building = _build_backends_soon(completer, settings, starting, build_failed)
             try:
-                await first_set(stop, desktop.lost, build_failed)
+                await first_set(stop, desktop.lost)
             finally:
                 pipelines.clear()
                 await _stop(bridge)
@@ -265,8 +252,6 @@ async def serve_core(
                 await pipeline.aclose()
                 for task in starting:
                     task.cancel()
-        if build_failed.is_set() and not stop.is_set():
-            building.result()  # what building the backends raised, as a start failure did
         if desktop.lost.is_set() and not stop.is_set():
             raise DesktopUnavailable("the connection to the display was lost")
     log.info("anyfill stopped")
@@ -294,30 +279,6 @@ def _desktop_path(
         fix = "choose another combination in [hotkeys], or quit the program holding it"
         core.bus.publish(Problem(f"hotkey_taken:{problem}", problem, fix))
     return pipeline, previewer
-
-
-def _build_backends_soon(
-    completer: SwappableCompleter,
-    settings: Settings,
-    starting: list[asyncio.Task[None]],
-    failed: asyncio.Event,
-) -> asyncio.Task[None]:
-    """Build the first engine in the background; then start its managed servers and
-    freeze the start-up objects out of the collector's sight; or set ``failed`` (the daemon
-    stops with the error, as when the engine was built before the hotkeys)."""
-
-    def built(task: asyncio.Task[None]) -> None:
-        if task.cancelled():
-            return
-        if task.exception() is not None:
-            failed.set()
-            return
-        _start_managed_servers(completer.current, settings, starting)
-        freeze_startup_objects()  # now that the long-lived objects exist (clients too)
-
-    building = completer.start_soon(settings, prepare=load_backend_stack)
-    building.add_done_callback(built)
-    return building
 
 
 def _start_managed_servers(
