@@ -50,6 +50,8 @@ class WlClipboard:
         self._ours: dict[Which, _Ours] = {}
         self._watchers: list[asyncio.subprocess.Process] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self._no_primary = False
+        """wl-copy found no primary selection (KWin 5.27): PRIMARY is left alone."""
 
     async def __aenter__(self) -> WlClipboard:
         missing = [tool for tool in ("wl-copy", "wl-paste") if shutil.which(tool) is None]
@@ -110,9 +112,18 @@ class WlClipboard:
 
     async def offer(self, which: Which, snapshot: ClipSnapshot, reader: int | None = None) -> Offer:
         offer = Offer(snapshot)
+        if which == "primary" and self._no_primary:
+            return offer  # never lost: there is no PRIMARY to watch
         mime, data = _servable(snapshot)
         self._ours[which] = _Ours(offer, data, mime)
-        await _copy(which, mime, data)
+        try:
+            await _copy(which, mime, data)
+        except InsertError:
+            if which != "primary":
+                raise
+            log.info("wl-copy cannot set the primary selection here; PRIMARY is left alone")
+            self._no_primary = True
+            self._ours.pop(which, None)
         asyncio.get_running_loop().call_later(SETTLE_S, offer.note_fetch)
         return offer
 
@@ -126,6 +137,8 @@ class WlClipboard:
         # ``as_of`` is ignored: a Wayland selection carries no time and its owner cannot
         # be seen, so a late claim could never show; the user's content always goes back.
         self._ours.pop(which, None)
+        if which == "primary" and self._no_primary:
+            return None
         if snapshot.empty:
             await _run(["wl-copy", *_flag(which), "--clear"])
             return None

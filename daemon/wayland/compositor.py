@@ -1,4 +1,4 @@
-"""The focused window from the compositor's own IPC, where it has one (sway, Hyprland).
+"""The focused window from the compositor's own IPC, where it has one (sway, Hyprland, KWin).
 
 Wayland gives clients no global view of windows; sway and Hyprland answer over a local
 socket. Each call is one short round trip (well under a millisecond on sway), so the focus
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from anyfill.daemon.desktop import Target
-from anyfill.daemon.wayland.session import runtime_dir
+from anyfill.daemon.wayland.session import compositor, runtime_dir
 
 log = logging.getLogger("anyfill.wayland.compositor")
 
@@ -114,6 +114,10 @@ def compositor_focus(environ: Mapping[str, str]) -> FocusSource | None:
             path = base / signature / ".socket.sock"
             if path.exists():
                 return HyprlandFocus(path)
+    if compositor(environ) == "kde":
+        from anyfill.daemon.wayland.kwin import KWinFocus
+
+        return KWinFocus(environ.get("DBUS_SESSION_BUS_ADDRESS") or None)
     return None
 
 

@@ -6,7 +6,7 @@
 | insertion  | AT-SPI EditableText (verified)        | clipboard + paste keys                      |
 | clipboard  | data-control (wl-clipboard)           | Clipboard portal (GNOME)                    |
 | keys       | virtual keyboard (wtype, wlroots)     | RemoteDesktop portal (GNOME, KDE)           |
-| focus      | compositor IPC (sway, Hyprland)       | AT-SPI's active window                      |
+| focus      | compositor IPC (sway, Hyprland, KWin) | AT-SPI's active window                      |
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from anyfill.daemon.wayland.atspi import AtspiFocus, AtspiInserter
 from anyfill.daemon.wayland.clipboard import WlClipboard, wl_clipboard_installed
 from anyfill.daemon.wayland.compositor import FocusSource, compositor_focus
 from anyfill.daemon.wayland.keys import NoKeys, WtypeKeys
+from anyfill.daemon.wayland.kwin import KWinFocus
 from anyfill.daemon.wayland.portal.bus import PortalBus, PortalError
 from anyfill.daemon.wayland.portal.remote import PortalClipboard, PortalKeys, RemoteSession
 from anyfill.daemon.wayland.portal.shortcuts import PortalHotkeys
@@ -71,6 +72,8 @@ class WaylandWindows:
 
     @property
     def route(self) -> str:
+        if isinstance(self._source, KWinFocus) and self._source.unavailable:
+            return f"{self._fallback.name} (KWin did not answer: {self._source.unavailable})"
         if self._source is not None:
             return self._source.name
         if self._fallback.unavailable:
@@ -79,7 +82,11 @@ class WaylandWindows:
 
     def focused(self) -> Target | None:
         if self._source is not None:
-            return self._source.focused()
+            found = self._source.focused()
+            if found is not None or not isinstance(self._source, KWinFocus):
+                return found
+            if not self._source.unavailable:
+                return None  # KWin answered: no window is active
         return self._fallback.focused()
 
     def is_password_field(self, target: Target) -> bool | None:
@@ -160,7 +167,11 @@ class WaylandDesktop:
         routes.insertion = (
             "AT-SPI EditableText, else paste" if direct is not None else "paste (no AT-SPI)"
         )
-        windows = WaylandWindows(compositor_focus(self._env), AtspiFocus())
+        source = compositor_focus(self._env)
+        if isinstance(source, KWinFocus):
+            stack.callback(source.close)  # unloads our script from KWin
+            await asyncio.to_thread(source.focused)  # load it now, not on the first press
+        windows = WaylandWindows(source, AtspiFocus())
         routes.focus = windows.route
         for step, route in routes.lines():
             log.info("wayland %s: %s", step, route)

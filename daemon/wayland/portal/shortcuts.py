@@ -7,6 +7,13 @@ every window. Known quirks handled here:
   list is not trusted, the shortcuts are bound again (the desktop keeps the user's choice).
 - The desktop may close the session (``Session.Closed``, e.g. when the portal restarts):
   a new session is created and the shortcuts bound again, after a pause that grows.
+- KDE Plasma 5.27's portal registers shortcuts only from ``CreateSession``'s ``shortcuts``
+  option (an early draft of the interface); its ``BindShortcuts`` just opens System
+  Settings. The shortcuts go in both, and ``BindShortcuts`` is skipped when the session
+  already lists them all.
+- KDE names the shortcuts' group (in System Settings and in kglobalaccel) after the
+  application id and the session token; a host application has no id, so the token is
+  always :data:`SESSION_TOKEN`: the user's chosen keys are found again at the next start.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ DESCRIPTIONS: dict[Action, str] = {
     "cancel": "anyfill: cancel the running completion",
 }
 RETRY_S = (1.0, 5.0, 30.0)
+SESSION_TOKEN = "anyfill"
+"""Fixed, not per process: KDE keeps the user's keys under a name made from it."""
 _XDG_MODIFIERS = {"ctrl": "CTRL", "shift": "SHIFT", "alt": "ALT", "cmd": "LOGO"}
 
 
@@ -94,21 +103,6 @@ class PortalHotkeys:
             self._session = ""
 
     async def _open(self) -> None:
-        results = await self._portal.request(
-            INTERFACE,
-            "CreateSession",
-            "",
-            [],
-            {"session_handle_token": Variant("s", self._portal.token())},
-        )
-        self._session = str(results["session_handle"])
-        await self._portal.subscribe(SESSION, "Closed", self._on_closed, path=self._session)
-        listed = await self._list()
-        if set(listed) >= set(self._bindings):
-            self.triggers = listed
-            log.info("global shortcuts already bound: %s", _describe(listed))
-            self.bound.set()
-            return
         shortcuts = [
             [
                 action,
@@ -119,6 +113,24 @@ class PortalHotkeys:
             ]
             for action, hotkey in self._bindings.items()
         ]
+        results = await self._portal.request(
+            INTERFACE,
+            "CreateSession",
+            "",
+            [],
+            {
+                "session_handle_token": Variant("s", SESSION_TOKEN),
+                "shortcuts": Variant("a(sa{sv})", shortcuts),  # KDE 5.27 binds these
+            },
+        )
+        self._session = str(results["session_handle"])
+        await self._portal.subscribe(SESSION, "Closed", self._on_closed, path=self._session)
+        listed = await self._list()
+        if set(listed) >= set(self._bindings):
+            self.triggers = listed
+            log.info("global shortcuts bound: %s", _describe(listed))
+            self.bound.set()
+            return
         results = await self._portal.request(
             INTERFACE,
             "BindShortcuts",

@@ -1,0 +1,230 @@
+"""anyfill on a real KDE Plasma compositor: KWin 5.27 headless, xdg-desktop-portal-kde.
+
+The daemon picks its routes from the session on its own: the focus guard asks KWin (our
+KWin script), hotkeys go through KDE's GlobalShortcuts portal, paste keys through KDE's
+RemoteDesktop portal, the clipboard through data-control (wl-clipboard). The target is our
+Qt editor on Qt's Wayland plugin; it reports its text and caret itself. KWin's windows and
+focus are read and moved through KWin's scripting interface, not through anyfill.
+
+One KWin, one bus, one daemon per module: start-up is paid once.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.harness import Daemon, Outcome, QtTarget, daemon_config, wait_until
+from tests.e2e.kde import UNUSABLE, KdeSession
+from tests.servers.http import LoopbackServer
+from tests.servers.llamacpp import LlamaCpp
+from tests.servers.script import Reply
+
+pytestmark = [pytest.mark.desktop, pytest.mark.skipif(bool(UNUSABLE), reason=UNUSABLE)]
+
+USER_CLIP = "the user's clipboard ✓ (kde)"
+
+
+@pytest.fixture(scope="module")
+def kde() -> Iterator[KdeSession]:
+    with KdeSession.start() as session:
+        yield session
+
+
+@pytest.fixture(scope="module")
+def kde_daemon(kde: KdeSession, llama: tuple[LlamaCpp, LoopbackServer]) -> Iterator[Daemon]:
+    process = Daemon(kde, daemon_config(llama[1].url), "anyfill-kde", runtime_dir=kde.run_dir)  # type: ignore[arg-type]
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def targets(kde: KdeSession) -> Iterator[list[QtTarget]]:
+    opened: list[QtTarget] = []
+    yield opened
+    for target in opened:
+        target.close()
+
+
+def open_target(kde: KdeSession, targets: list[QtTarget], name: str) -> tuple[QtTarget, str]:
+    """A new Qt editor window, active; its KWin id."""
+    known = {str(w["id"]) for w in kde.kwin_windows()}
+    target = QtTarget(kde, name)  # type: ignore[arg-type]
+    targets.append(target)
+    window = kde.wait_new_active(known, f"the Qt window {name}")
+    return target, str(window["id"])
+
+
+def answer(llama: tuple[LlamaCpp, LoopbackServer], reply: Reply) -> None:
+    llama[0].queue.clear()
+    llama[0].push(reply)
+
+
+def infill_count(server: LoopbackServer) -> int:
+    return sum(1 for request in server.requests if request.path == "/infill")
+
+
+def trigger(daemon: Daemon) -> Outcome:
+    count = len(daemon.outcomes())
+    code, out = daemon.cli("trigger", "complete")
+    assert code == 0, out
+    try:
+        return daemon.wait_outcome(count + 1)
+    except TimeoutError as exc:
+        raise AssertionError(daemon.log()[-3000:]) from exc
+
+
+def test_the_daemon_chose_the_kde_routes(kde: KdeSession, kde_daemon: Daemon) -> None:
+    kde.wait_log(kde_daemon.log_path.name, "global shortcuts bound")
+    log = kde_daemon.log()
+    assert "wayland focus guard: KWin scripting (D-Bus)" in log
+    assert "wayland hotkeys: GlobalShortcuts portal" in log
+    assert "wayland keys: RemoteDesktop portal" in log
+    assert "wayland clipboard: data-control (wl-clipboard)" in log
+    assert "wayland insertion: AT-SPI EditableText, else paste" in log
+    # KDE 5.27's portal took our keys (from CreateSession) into kglobalaccel, under a
+    # group named after our fixed session token: found again at the next start.
+    bound = log.split("global shortcuts bound: ", 1)[1].splitlines()[0]
+    assert sorted(bound.split(", ")) == [
+        "cancel=Ctrl+Alt+Backspace",
+        "complete=Ctrl+Alt+Space",
+        "preview=Ctrl+Alt+Return",
+    ]
+    assert "['anyfill', 'anyfill', '', '']" in kde.shortcut_components()
+    names = kde.dbus(
+        "/component/anyfill", "org.kde.kglobalaccel.Component.shortcutNames",
+        dest="org.kde.kglobalaccel",
+    )  # fmt: skip
+    assert sorted(names.strip("()[],\n").replace("'", "").split(", ")) == [
+        "cancel",
+        "complete",
+        "preview",
+    ]
+
+
+def test_trigger_completes_in_a_native_wayland_qt_editor_on_kwin(
+    kde: KdeSession,
+    kde_daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+    targets: list[QtTarget],
+) -> None:
+    target, _ = open_target(kde, targets, "anyfill-kde-qt")
+    target.set("Hello world ✓", 6)
+    kde.set_clipboard(USER_CLIP)
+    answer(llama, Reply(text="big "))
+
+    outcome = trigger(kde_daemon)
+
+    assert (outcome.status, outcome.method) == ("inserted", "accessibility"), outcome
+    state = target.state()
+    assert (state["text"], state["caret"]) == ("Hello big world ✓", 10)
+    assert kde.get_clipboard() == USER_CLIP
+
+
+def test_kde_global_shortcut_runs_the_completion(
+    kde: KdeSession,
+    kde_daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+    targets: list[QtTarget],
+) -> None:
+    """The press as KDE delivers it: kglobalaccel (in KWin) fires our shortcut, KDE's
+    portal sends ``Activated``, the daemon completes. No ``anyfill trigger``."""
+    kde.wait_log(kde_daemon.log_path.name, "global shortcuts bound")
+    target, _ = open_target(kde, targets, "anyfill-kde-shortcut")
+    target.set("alpha omega", 6)
+    kde.set_clipboard(USER_CLIP)
+    answer(llama, Reply(text="beta "))
+    count = len(kde_daemon.outcomes())
+
+    kde.invoke_shortcut("anyfill", "complete")
+
+    outcome = kde_daemon.wait_outcome(count + 1)
+    assert (outcome.status, outcome.method) == ("inserted", "accessibility"), outcome
+    state = target.state()
+    assert (state["text"], state["caret"]) == ("alpha beta omega", 11)
+    assert kde.get_clipboard() == USER_CLIP
+
+
+def test_focus_moved_on_kwin_inserts_nothing(
+    kde: KdeSession,
+    kde_daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+    targets: list[QtTarget],
+) -> None:
+    first, first_id = open_target(kde, targets, "anyfill-kde-first")
+    second, second_id = open_target(kde, targets, "anyfill-kde-second")
+    first.set("first window", 5)
+    second.set("second window", 6)
+    kde.activate(first_id)
+    kde.set_clipboard(USER_CLIP)
+    answer(llama, Reply(text="never ", delay_s=0.6))
+    before = infill_count(llama[1])
+    count = len(kde_daemon.outcomes())
+
+    code, out = kde_daemon.cli("trigger", "complete")
+    assert code == 0, out
+    wait_until(lambda: infill_count(llama[1]) > before, 5, "the request to reach the backend")
+    kde.activate(second_id)
+    outcome = kde_daemon.wait_outcome(count + 1)
+
+    assert outcome.status == "kept", outcome
+    assert "focus moved" in outcome.reason
+    assert first.state()["text"] == "first window"
+    assert second.state()["text"] == "second window"
+    assert kde.get_clipboard() == USER_CLIP
+
+
+def test_paste_route_through_kdes_remote_desktop_portal(
+    kde: KdeSession,
+    llama: tuple[LlamaCpp, LoopbackServer],
+    targets: list[QtTarget],
+) -> None:
+    """Where AT-SPI is not used: the text is read by Shift+Home/End and Ctrl+C, and the
+    completion pasted by Ctrl+V, the keys sent through KDE's RemoteDesktop portal (5.27
+    asks no consent from an unsandboxed application; it shows a notification), the
+    clipboard through data-control; the user's clipboard is put back."""
+    rule = '[[insert.apps]]\nmatch = "^python"\nmode = "type"\ncapture = ["keyboard"]\n'
+    daemon = Daemon(kde, daemon_config(llama[1].url, rule), "anyfill-kde-paste")  # type: ignore[arg-type]
+    try:
+        target, _ = open_target(kde, targets, "anyfill-kde-paste")
+        target.set("Grüße aus Köln", 6)
+        kde.set_clipboard(USER_CLIP)
+        answer(llama, Reply(text="schöne ✓ "))
+        before = infill_count(llama[1])
+
+        outcome = trigger(daemon)
+
+        assert (outcome.status, outcome.method, outcome.capture) == (
+            "inserted",
+            "paste",
+            "keyboard",
+        ), outcome
+        sent = [r for r in llama[1].requests if r.path == "/infill"][before].json()
+        assert (sent["input_prefix"], sent["input_suffix"]) == ("Grüße ", "aus Köln")
+        state = target.state()
+        assert (state["text"], state["caret"]) == ("Grüße schöne ✓ aus Köln", 15)
+        assert "remote desktop session started (keyboard)" in daemon.log()
+        assert kde.get_clipboard() == USER_CLIP
+    finally:
+        daemon.stop()
+
+
+def test_doctor_names_the_kde_routes(kde: KdeSession, tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[[backends]]\nname = "x"\ntype = "llamacpp"\nurl = "http://127.0.0.1:9"\n'
+        '[routing]\ndefault = ["x"]\n'
+    )
+    out = kde.run(
+        sys.executable, "-m", "anyfill.daemon.cli", "--config", str(config), "doctor", check=False
+    )
+    lines = {line.split()[1]: line for line in out.splitlines() if len(line.split()) > 1}
+    assert "Wayland session (kde)" in lines["desktop"], out
+    assert lines["hotkeys"].startswith("ok")
+    assert "GlobalShortcuts portal" in lines["hotkeys"]
+    assert "RemoteDesktop portal" in lines["keys"]
+    assert "data-control (wl-clipboard)" in lines["clipboard"]
+    assert "KWin scripting" in lines["focus"]
