@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from anyfill.daemon.wayland.kwin import PLUGIN, KWinFocus, window_target
 from tests.e2e.harness import Daemon, Outcome, QtTarget, daemon_config, wait_until
 from tests.e2e.kde import UNUSABLE, KdeSession
 from tests.servers.http import LoopbackServer
@@ -56,6 +57,13 @@ def open_target(kde: KdeSession, targets: list[QtTarget], name: str) -> tuple[Qt
     targets.append(target)
     window = kde.wait_new_active(known, f"the Qt window {name}")
     return target, str(window["id"])
+
+
+def anyfill_id(kwin_id: str) -> int:
+    """The window id anyfill derives from KWin's internal id."""
+    target = window_target(kwin_id, "", "", "0")
+    assert target is not None
+    return target.window_id
 
 
 def answer(llama: tuple[LlamaCpp, LoopbackServer], reply: Reply) -> None:
@@ -228,3 +236,38 @@ def test_doctor_names_the_kde_routes(kde: KdeSession, tmp_path: Path) -> None:
     assert "RemoteDesktop portal" in lines["keys"]
     assert "data-control (wl-clipboard)" in lines["clipboard"]
     assert "KWin scripting" in lines["focus"]
+
+
+def test_kwin_focus_source_follows_kwins_active_window(
+    kde: KdeSession, targets: list[QtTarget]
+) -> None:
+    """KWinFocus (our KWin script) against what a script of the test's own prints: the
+    same window after each focus change, reloaded when KWin lost the script, unloaded on
+    close."""
+    _, first_id = open_target(kde, targets, "anyfill-kde-src-1")
+    _, second_id = open_target(kde, targets, "anyfill-kde-src-2")
+    source = KWinFocus(kde.env["DBUS_SESSION_BUS_ADDRESS"])
+    try:
+        for window_id in (first_id, second_id, first_id):
+            kde.activate(window_id)
+            active = kde.active_window()
+            found = source.focused()
+            assert found is not None
+            assert found.window_id == anyfill_id(window_id)
+            assert (found.app, found.pid, found.title) == (
+                active["app"],
+                active["pid"],
+                active["caption"],
+            )
+        # KWin restarted or another tool unloaded our script: the next question loads it.
+        unloaded = kde.dbus("/Scripting", "org.kde.kwin.Scripting.unloadScript", PLUGIN)
+        assert "true" in unloaded
+        kde.activate(second_id)
+        found = source.focused()
+        assert found is not None
+        assert found.window_id == anyfill_id(second_id)
+        assert source.unavailable == ""
+    finally:
+        source.close()
+    loaded = kde.dbus("/Scripting", "org.kde.kwin.Scripting.isScriptLoaded", PLUGIN)
+    assert "false" in loaded
