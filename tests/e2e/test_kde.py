@@ -11,6 +11,8 @@ One KWin, one bus, one daemon per module: start-up is paid once.
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,6 +156,35 @@ def test_kde_global_shortcut_runs_the_completion(
     state = target.state()
     assert (state["text"], state["caret"]) == ("alpha beta omega", 11)
     assert kde.get_clipboard() == USER_CLIP
+
+
+def test_shortcuts_come_back_after_kdes_portal_backend_restarts(
+    kde: KdeSession,
+    kde_daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+    targets: list[QtTarget],
+) -> None:
+    """xdg-desktop-portal 1.16 sends no Session.Closed when KDE's backend dies: the daemon
+    sees the backend's bus name go, binds again (the bus activates a new backend), and the
+    shortcut works again."""
+    kde.wait_log(kde_daemon.log_path.name, "global shortcuts bound")
+    out = kde.dbus(
+        "/org/freedesktop/DBus", "org.freedesktop.DBus.GetConnectionUnixProcessID",
+        "org.freedesktop.impl.portal.desktop.kde", dest="org.freedesktop.DBus",
+    )  # fmt: skip
+    backend = int(out.strip("()\n,").split()[-1])
+    os.kill(backend, signal.SIGTERM)
+    kde.wait_log(kde_daemon.log_path.name, "a new one is bound", within=15)
+    target, _ = open_target(kde, targets, "anyfill-kde-rebound")
+    target.set("one three", 4)
+    answer(llama, Reply(text="two "))
+    count = len(kde_daemon.outcomes())
+
+    kde.invoke_shortcut("anyfill", "complete")
+
+    outcome = kde_daemon.wait_outcome(count + 1)
+    assert (outcome.status, outcome.method) == ("inserted", "accessibility"), outcome
+    assert target.state()["text"] == "one two three"
 
 
 def test_focus_moved_on_kwin_inserts_nothing(

@@ -11,6 +11,8 @@ every window. Known quirks handled here:
   option (an early draft of the interface); its ``BindShortcuts`` just opens System
   Settings. The shortcuts go in both, and ``BindShortcuts`` is skipped when the session
   already lists them all.
+- xdg-desktop-portal 1.16 does not close a session when KDE's backend exits (a crash, an
+  update): the shortcuts just stop. The backend's name leaving the bus counts as a close.
 - KDE names the shortcuts' group (in System Settings and in kglobalaccel) after the
   application id and the session token; a host application has no id, so the token is
   always :data:`SESSION_TOKEN`: the user's chosen keys are found again at the next start.
@@ -19,6 +21,7 @@ every window. Known quirks handled here:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from types import TracebackType
@@ -39,6 +42,8 @@ DESCRIPTIONS: dict[Action, str] = {
     "cancel": "anyfill: cancel the running completion",
 }
 RETRY_S = (1.0, 5.0, 30.0)
+KDE_BACKEND = "org.freedesktop.impl.portal.desktop.kde"
+BUS, BUS_PATH = "org.freedesktop.DBus", "/org/freedesktop/DBus"
 SESSION_TOKEN = "anyfill"
 """Fixed, not per process: KDE keeps the user's keys under a name made from it."""
 _XDG_MODIFIERS = {"ctrl": "CTRL", "shift": "SHIFT", "alt": "ALT", "cmd": "LOGO"}
@@ -73,6 +78,7 @@ class PortalHotkeys:
 
     async def __aenter__(self) -> PortalHotkeys:
         await self._portal.subscribe(INTERFACE, "Activated", self._on_activated)
+        await self._portal.subscribe(BUS, "NameOwnerChanged", self._on_owner, path=BUS_PATH)
         # Binding may wait for the user to answer the desktop's dialog: the daemon (and
         # `anyfill trigger`) work meanwhile.
         self._binding = asyncio.get_running_loop().create_task(self._first_bind())
@@ -94,6 +100,7 @@ class PortalHotkeys:
             if task is not None:
                 task.cancel()
         await self._portal.unsubscribe(INTERFACE, "Activated", self._on_activated)
+        await self._portal.unsubscribe(BUS, "NameOwnerChanged", self._on_owner, path=BUS_PATH)
         if self._session:
             await self._portal.unsubscribe(SESSION, "Closed", self._on_closed, path=self._session)
             try:
@@ -161,13 +168,22 @@ class PortalHotkeys:
                 log.debug("portal shortcut %s activated", action)
                 self._on_trigger(action)
 
+    def _on_owner(self, args: list[Any]) -> None:
+        name, new_owner = str(args[0]), str(args[2])
+        if name == KDE_BACKEND and not new_owner and self._session:
+            log.info("KDE's portal backend exited; binding the shortcuts again")
+            self._on_closed([])
+
     def _on_closed(self, args: list[Any]) -> None:
         if self._renew is None or self._renew.done():
             self._renew = asyncio.get_running_loop().create_task(self._reopen())
 
     async def _reopen(self) -> None:
-        await self._portal.unsubscribe(SESSION, "Closed", self._on_closed, path=self._session)
-        self._session = ""
+        old, self._session = self._session, ""
+        await self._portal.unsubscribe(SESSION, "Closed", self._on_closed, path=old)
+        # Gone already when the desktop closed it; still there when the backend died.
+        with contextlib.suppress(PortalError):
+            await self._portal.call(SESSION, "Close", path=old)
         for pause in RETRY_S:
             await asyncio.sleep(pause)
             try:
