@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 
 from anyfill.daemon.wayland.kwin import PLUGIN, KWinFocus, window_target
+from tests.e2e.conftest import FIGURES, REPEAT, Tally
 from tests.e2e.harness import Daemon, Outcome, QtTarget, daemon_config, wait_until
 from tests.e2e.kde import UNUSABLE, KdeSession
+from tests.e2e.wayland import Editor
 from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
 from tests.servers.script import Reply
@@ -29,6 +31,8 @@ from tests.servers.script import Reply
 pytestmark = [pytest.mark.desktop, pytest.mark.skipif(bool(UNUSABLE), reason=UNUSABLE)]
 
 USER_CLIP = "the user's clipboard ✓ (kde)"
+GUARDED = FIGURES.setdefault("R2 KDE: nothing inserted after a focus change", Tally())
+CLIP_KEPT = FIGURES.setdefault("R1 KDE: user clipboard intact after a focus change", Tally())
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +191,38 @@ def test_shortcuts_come_back_after_kdes_portal_backend_restarts(
     assert target.state()["text"] == "one two three"
 
 
+def test_trigger_completes_in_native_wayland_mousepad_on_kwin(
+    kde: KdeSession, kde_daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    """GTK on KWin: native Wayland Mousepad, AT-SPI insertion; the document is read back
+    from disk after Mousepad saves it (its exported ``file.save`` action)."""
+    text = "Grüße aus Köln ✓\nzweite Zeile\n"
+    path = kde.workdir / "kde-doc.txt"
+    path.write_text(text, encoding="utf-8")
+    known = {str(w["id"]) for w in kde.kwin_windows()}
+    process = kde.spawn(
+        ["mousepad", "--opening-mode=window", "--line=1", "--column=6", str(path)],
+        "mousepad.log",
+    )
+    editor = Editor(path, process, kde, 0, 1)
+    try:
+        window = kde.wait_new_active(known, "the Mousepad window")
+        assert window["app"] == "mousepad"
+        kde.set_clipboard(USER_CLIP)
+        answer(llama, Reply(text="schöne "))
+
+        outcome = trigger(kde_daemon)
+
+        assert (outcome.status, outcome.method) == ("inserted", "accessibility"), outcome
+        assert editor.save() == "Grüße schöne aus Köln ✓\nzweite Zeile\n"
+        assert kde.get_clipboard() == USER_CLIP
+    finally:
+        editor.close()
+
+
+@pytest.mark.parametrize("rep", range(REPEAT))
 def test_focus_moved_on_kwin_inserts_nothing(
+    rep: int,
     kde: KdeSession,
     kde_daemon: Daemon,
     llama: tuple[LlamaCpp, LoopbackServer],
@@ -209,11 +244,11 @@ def test_focus_moved_on_kwin_inserts_nothing(
     kde.activate(second_id)
     outcome = kde_daemon.wait_outcome(count + 1)
 
-    assert outcome.status == "kept", outcome
+    texts = (first.state()["text"], second.state()["text"])
+    kept = GUARDED.check(outcome.status == "kept" and texts == ("first window", "second window"))
+    assert kept, (outcome, texts)
     assert "focus moved" in outcome.reason
-    assert first.state()["text"] == "first window"
-    assert second.state()["text"] == "second window"
-    assert kde.get_clipboard() == USER_CLIP
+    assert CLIP_KEPT.check(kde.get_clipboard() == USER_CLIP)
 
 
 def test_paste_route_through_kdes_remote_desktop_portal(
