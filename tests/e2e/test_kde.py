@@ -22,7 +22,7 @@ import pytest
 from anyfill.daemon.wayland.kwin import PLUGIN, KWinFocus, window_target
 from tests.e2e.conftest import FIGURES, REPEAT, Tally
 from tests.e2e.harness import Daemon, Outcome, QtTarget, daemon_config, wait_until
-from tests.e2e.kde import UNUSABLE, KdeSession
+from tests.e2e.kde import UNUSABLE, KdeSession, press_keys
 from tests.e2e.wayland import Editor
 from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
@@ -159,6 +159,32 @@ def test_kde_global_shortcut_runs_the_completion(
     assert (outcome.status, outcome.method) == ("inserted", "accessibility"), outcome
     state = target.state()
     assert (state["text"], state["caret"]) == ("alpha beta omega", 11)
+    assert kde.get_clipboard() == USER_CLIP
+
+
+def test_ctrl_alt_space_pressed_on_kwin_completes(
+    kde: KdeSession,
+    kde_daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+    targets: list[QtTarget],
+) -> None:
+    """The whole press: Ctrl+Alt+Space goes into KWin's input (the test's keyboard is
+    KDE's RemoteDesktop portal), KWin gives it to kglobalaccel as the shortcut KDE's
+    portal registered for us, the daemon completes. The key never reaches the editor."""
+    kde.wait_log(kde_daemon.log_path.name, "global shortcuts bound")
+    target, _ = open_target(kde, targets, "anyfill-kde-press")
+    target.set("red blue", 4)
+    kde.set_clipboard(USER_CLIP)
+    answer(llama, Reply(text="green "))
+    count = len(kde_daemon.outcomes())
+
+    press_keys(kde.env["DBUS_SESSION_BUS_ADDRESS"], "ctrl", "alt", "space")
+
+    outcome = kde_daemon.wait_outcome(count + 1)
+    assert (outcome.status, outcome.method) == ("inserted", "accessibility"), outcome
+    state = target.state()
+    assert (state["text"], state["caret"]) == ("red green blue", 10)
+    assert "Key_Space" not in " ".join(state["keys"])
     assert kde.get_clipboard() == USER_CLIP
 
 
