@@ -262,6 +262,23 @@ class KWinFocus:
         return Path(out.name)
 
 
+async def kwin_reachable(bus: MessageBus) -> bool:
+    """KWin is on this session bus (for doctor: asks, loads nothing)."""
+    question = Message(
+        destination=BUS, path=BUS_PATH, interface=BUS, member="NameHasOwner", signature="s",
+        body=[KWIN],
+    )  # fmt: skip
+    try:
+        reply = await asyncio.wait_for(bus.call(question), TIMEOUT_S)
+    except TimeoutError:
+        return False
+    return (
+        reply is not None
+        and reply.message_type == MessageType.METHOD_RETURN
+        and bool(reply.body[0])
+    )
+
+
 def window_target(internal_id: str, resource_class: str, caption: str, pid: str) -> Target | None:
     """A report of the script as a Target; None when no window is active."""
     if not internal_id:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from anyfill.daemon.wayland.compositor import compositor_focus
+from anyfill.daemon.wayland.kwin import KWinFocus, kwin_reachable
 from anyfill.daemon.wayland.session import (
     compositor,
     display_path,
@@ -27,6 +28,7 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
 
     kind = compositor(environ)
     shortcuts = remote = clipboard_portal = 0
+    kwin_on_bus = False
     try:
         portal = await PortalBus(environ.get("DBUS_SESSION_BUS_ADDRESS") or None).connect()
     except PortalError:
@@ -36,6 +38,7 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
             shortcuts = await portal.version("org.freedesktop.portal.GlobalShortcuts")
             remote = await portal.version("org.freedesktop.portal.RemoteDesktop")
             clipboard_portal = await portal.version("org.freedesktop.portal.Clipboard")
+            kwin_on_bus = kind == "kde" and await kwin_reachable(portal.bus)
         finally:
             portal.close()
     path = display_path(environ)
@@ -82,10 +85,12 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
     else:
         hint = "install wtype" if has_virtual_keyboard(kind) else "install xdg-desktop-portal"
         lines.append(("warn", "keys", f"no key route ({hint}): paste fallback unavailable"))
-    focus = compositor_focus(environ)
-    lines.append(
-        ("ok", "focus guard", focus.name)
-        if focus is not None
-        else ("ok", "focus guard", "AT-SPI's active window")
-    )
+    lines.append(_focus_line(environ, kwin_on_bus))
     return lines
+
+
+def _focus_line(environ: Mapping[str, str], kwin_on_bus: bool) -> Line:
+    focus = compositor_focus(environ)
+    if isinstance(focus, KWinFocus) and not kwin_on_bus:
+        return ("warn", "focus guard", "AT-SPI's active window (KWin is not on the bus)")
+    return ("ok", "focus guard", focus.name if focus is not None else "AT-SPI's active window")
