@@ -111,7 +111,8 @@ class KWinFocus:
                     log.warning("KWin did not tell the active window (%s); using AT-SPI", exc)
                 self.unavailable = str(exc) or type(exc).__name__
                 self._retry_at = loop.time() + RETRY_S
-                self._run(self._disconnect(), TIMEOUT_S)
+                with contextlib.suppress(OSError, TimeoutError):
+                    self._run(self._disconnect(), TIMEOUT_S)
                 return None
 
     def close(self) -> None:
@@ -230,14 +231,16 @@ class KWinFocus:
             or message.interface != REPORT_INTERFACE
         ):
             return False
-        assert self._bus is not None
+        bus = self._bus
+        if bus is None:
+            return True  # disconnecting: the report is moot
         if message.sender != self._kwin_owner or message.member != REPORT_MEMBER:
             # Only KWin may tell us where the focus is.
-            self._bus.send(
+            bus.send(
                 Message.new_error(message, "org.freedesktop.DBus.Error.AccessDenied", "not KWin")
             )
             return True
-        self._bus.send(Message.new_method_return(message))
+        bus.send(Message.new_method_return(message))
         try:
             self._active = window_target(*message.body)
         except (TypeError, ValueError) as exc:

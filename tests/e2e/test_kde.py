@@ -12,6 +12,7 @@ One KWin, one bus, one daemon per module: start-up is paid once.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from collections.abc import Iterator
@@ -70,6 +71,24 @@ def anyfill_id(kwin_id: str) -> int:
     target = window_target(kwin_id, "", "", "0")
     assert target is not None
     return target.window_id
+
+
+def own_connection(kde: KdeSession) -> str:
+    """This process's one connection to the session bus (the KWin focus source's)."""
+    names = kde.dbus(
+        "/org/freedesktop/DBus", "org.freedesktop.DBus.ListNames", dest="org.freedesktop.DBus"
+    )
+    for name in re.findall(r"'(:[0-9.]+)'", names):
+        # check=False: a gdbus of ours that listed the names is gone already.
+        pid = kde.run(
+            "gdbus", "call", "--session", "--dest", "org.freedesktop.DBus",
+            "--object-path", "/org/freedesktop/DBus",
+            "--method", "org.freedesktop.DBus.GetConnectionUnixProcessID", name,
+            check=False,
+        )  # fmt: skip
+        if pid.startswith("(uint32") and int(pid.strip("()\n,").split()[-1]) == os.getpid():
+            return name
+    raise AssertionError("this process has no connection to the session bus")
 
 
 def answer(llama: tuple[LlamaCpp, LoopbackServer], reply: Reply) -> None:
@@ -351,6 +370,18 @@ def test_kwin_focus_source_follows_kwins_active_window(
                 active["pid"],
                 active["caption"],
             )
+        # Another program on the bus cannot move the guard's idea of the focus.
+        spoofed = kde.run(
+            "gdbus", "call", "--session", "--dest", own_connection(kde),
+            "--object-path", "/org/anyfill/KWinFocus",
+            "--method", "org.anyfill.KWinFocus.Activated",
+            "{00000000-0000-0000-0000-000000000001}", "evil", "spoof", str(os.getpid()),
+            check=False,
+        )  # fmt: skip
+        assert "AccessDenied" in spoofed, spoofed
+        found = source.focused()
+        assert found is not None
+        assert found.window_id == anyfill_id(first_id)
         # KWin restarted or another tool unloaded our script: the next question loads it.
         unloaded = kde.dbus("/Scripting", "org.kde.kwin.Scripting.unloadScript", PLUGIN)
         assert "true" in unloaded
