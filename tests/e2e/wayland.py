@@ -86,6 +86,11 @@ class WaylandSession:
         )
         base.pop("NO_AT_BRIDGE", None)
         base.pop("DBUS_SESSION_BUS_ADDRESS", None)
+        # No portal backends, as on a sway desktop: xdg-desktop-portal 1.16 would otherwise
+        # fall back to KDE's backend (installed for tests/e2e/test_kde.py) for GlobalShortcuts
+        # and RemoteDesktop whenever it can start (e.g. QT_QPA_PLATFORM=offscreen inherited).
+        (self.workdir / "portals").mkdir()
+        base["XDG_DESKTOP_PORTAL_DIR"] = str(self.workdir / "portals")
         read_fd, write_fd = os.pipe()
         self.processes.append(
             subprocess.Popen(
