@@ -339,13 +339,30 @@ def _read_all(fd: int) -> bytes:
         return reader.read()
 
 
+PRIVATE_BUS_CONFIG = """<busconfig>
+  <type>session</type>
+  <listen>unix:tmpdir={workdir}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"""
+
+
 @contextlib.asynccontextmanager
 async def private_bus() -> AsyncIterator[str]:
-    """A dbus-daemon of our own; its address."""
+    """A dbus-daemon of our own; its address. It activates nothing: with the desktop's
+    services reachable, a call to a portal name would start the real xdg-desktop-portal (and
+    its KDE backend, which outlives the bus) instead of finding the stand-in missing."""
     workdir = Path(tempfile.mkdtemp(prefix="anyfill-bus-"))
+    config = workdir / "bus.conf"
+    config.write_text(PRIVATE_BUS_CONFIG.format(workdir=workdir), encoding="utf-8")
     read_fd, write_fd = os.pipe()
     process = subprocess.Popen(  # noqa: ASYNC220 - a daemon started once, not awaited
-        ["dbus-daemon", "--session", "--nofork", f"--print-address={write_fd}"],
+        ["dbus-daemon", f"--config-file={config}", "--nofork", f"--print-address={write_fd}"],
         pass_fds=(write_fd,),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
