@@ -42,6 +42,7 @@ BUS_PATH = "/org/freedesktop/DBus"
 KWIN = "org.kde.KWin"
 SCRIPTING_PATH = "/Scripting"
 SCRIPTING = "org.kde.kwin.Scripting"
+SCRIPT_INTERFACE = "org.kde.kwin.Script"
 PLUGIN = f"anyfill-focus-{os.getpid()}"
 """The script's name in KWin, one per daemon (a second daemon must not replace ours)."""
 REPORT_PATH = "/org/anyfill/KWinFocus"
@@ -172,10 +173,23 @@ class KWinFocus:
         script_id = await self._call("loadScript", "ss", [str(self._script), PLUGIN])
         if int(script_id[0]) < 0:
             raise KWinError("KWin refused to load the focus script")
-        # Runs every loaded script that is not running yet (KWin's own way to start them).
-        await self._call("start")
+        await self._run_script(int(script_id[0]))
         await asyncio.wait_for(self._reported.wait(), FIRST_REPORT_S)
         log.info("KWin reports the active window to anyfill (script %s)", script_id[0])
+
+    async def _run_script(self, script_id: int) -> None:
+        """Run our script only: its object is /Scripting/ScriptN on KWin 6, /N on KWin 5.
+        ``Scripting.start`` would also re-read the user's KWin script settings."""
+        for path in (f"/Scripting/Script{script_id}", f"/{script_id}"):
+            try:
+                await self._call(
+                    "run", path=path, interface=SCRIPT_INTERFACE, wait_s=FIRST_REPORT_S
+                )
+            except KWinError as exc:
+                log.debug("running the script at %s: %s", path, exc)
+                continue
+            return
+        await self._call("start")  # runs every loaded script that is not running yet
 
     async def _script_running(self) -> bool:
         loaded = await self._call("isScriptLoaded", "s", [PLUGIN])
@@ -206,6 +220,7 @@ class KWinFocus:
         path: str = SCRIPTING_PATH,
         interface: str = SCRIPTING,
         bus: MessageBus | None = None,
+        wait_s: float = TIMEOUT_S,
     ) -> list[Any]:
         bus = bus or self._bus
         if bus is None:
@@ -218,7 +233,7 @@ class KWinFocus:
             signature=signature,
             body=body or [],
         )
-        reply = await asyncio.wait_for(bus.call(message), TIMEOUT_S)
+        reply = await asyncio.wait_for(bus.call(message), wait_s)
         if reply is None or reply.message_type == MessageType.ERROR:
             detail = reply.body[0] if reply is not None and reply.body else ""
             raise KWinError(f"{interface}.{member}: {detail or 'no reply'}")
