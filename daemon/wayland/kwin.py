@@ -174,7 +174,13 @@ class KWinFocus:
         if int(script_id[0]) < 0:
             raise KWinError("KWin refused to load the focus script")
         await self._run_script(int(script_id[0]))
-        await asyncio.wait_for(self._reported.wait(), FIRST_REPORT_S)
+        try:
+            await asyncio.wait_for(self._reported.wait(), FIRST_REPORT_S)
+        except TimeoutError:
+            # KWin 6 numbers a script by the count of loaded ones: after unloads our number
+            # can be another script's, whose object took the path. start() runs ours too.
+            await self._call("start")
+            await asyncio.wait_for(self._reported.wait(), FIRST_REPORT_S)
         log.info("KWin reports the active window to anyfill (script %s)", script_id[0])
 
     async def _run_script(self, script_id: int) -> None:
