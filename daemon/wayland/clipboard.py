@@ -242,10 +242,19 @@ async def _read(which: Which, mime: str, timeout_s: float) -> bytes | None:
 
 
 async def _run(args: list[str]) -> bytes:
+    """Bounded: KWin 5.27 sends a new data-control client no selection event while the
+    clipboard is empty, and wl-paste then waits for one forever."""
     process = await asyncio.create_subprocess_exec(
         *args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
-    out, _ = await process.communicate()
+    try:
+        async with asyncio.timeout(SNAPSHOT_TIMEOUT_S):
+            out, _ = await process.communicate()
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        log.debug("%s did not answer in time", " ".join(args))
+        return b""
     return out if process.returncode == 0 else b""
 
 
