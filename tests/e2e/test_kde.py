@@ -23,7 +23,7 @@ import pytest
 from anyfill.daemon.wayland.kwin import PLUGIN, KWinFocus, window_target
 from tests.e2e.conftest import FIGURES, REPEAT, Tally
 from tests.e2e.harness import Daemon, Outcome, QtTarget, daemon_config, wait_until
-from tests.e2e.kde import UNUSABLE, KdeSession, press_keys
+from tests.e2e.kde import UNUSABLE, KdeSession, press_keys, wait_accessible
 from tests.e2e.wayland import Editor
 from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
@@ -63,6 +63,7 @@ def open_target(kde: KdeSession, targets: list[QtTarget], name: str) -> tuple[Qt
     target = QtTarget(kde, name)  # type: ignore[arg-type]
     targets.append(target)
     window = kde.wait_new_active(known, f"the Qt window {name}")
+    wait_accessible(kde, int(window["pid"]))
     return target, str(window["id"])
 
 
