@@ -422,7 +422,10 @@ class DataControlClipboard:
     ) -> bytes | None:
         """One format of ``incoming``; None (with a log line) when its owner is too slow or
         it is larger than ``limit``."""
-        read_fd, write_fd = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        # Only our end is non-blocking: the flag belongs to each end's open file, and the
+        # owner's may expect a blocking pipe (a partial write would cut its data short).
+        read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+        os.set_blocking(read_fd, False)
         try:
             incoming.proxy.receive(mime, write_fd)  # libwayland sends a duplicate
             self._conn.flush()

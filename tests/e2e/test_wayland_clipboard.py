@@ -1,0 +1,225 @@
+"""The user's clipboard across a paste on Wayland, through the native data-control route.
+
+A real client (``tests/e2e/wl_offer.py``) owns CLIPBOARD and PRIMARY with several formats
+at once, as a browser does after a copy. The daemon reads the target by keyboard selection
+and pastes into our Qt editor on Qt's Wayland plugin (it takes wtype's chords); afterwards
+wl-paste must list every original type and give each one byte for byte. Mousepad (GTK 3)
+never takes wtype's Ctrl+V on this sway: it is the application that never reads a paste.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import FIGURES, REPEAT, Tally
+from tests.e2e.harness import REPO, Daemon, Outcome, QtTarget, daemon_config, wait_until
+from tests.e2e.wayland import UNUSABLE, Editor, WaylandSession, open_mousepad
+from tests.servers.http import LoopbackServer
+from tests.servers.llamacpp import LlamaCpp
+from tests.servers.script import Reply
+
+pytestmark = [pytest.mark.desktop, pytest.mark.skipif(bool(UNUSABLE), reason=UNUSABLE)]
+
+ALL_FORMATS = FIGURES.setdefault("R3 user clipboard restored with every format", Tally())
+ALL_PRIMARY = FIGURES.setdefault("R3 user PRIMARY restored with every format", Tally())
+
+CLIPBOARD = {
+    "text/plain;charset=utf-8": "the user's copy ✓".encode(),
+    "text/plain": "the user's copy ✓".encode(),
+    "text/html": '<meta charset="utf-8"><b>the user\'s</b> copy ✓'.encode(),
+    # Every byte value, 0x00 and 0xff included, and not valid UTF-8.
+    "image/png": b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 300,
+}
+PRIMARY = {
+    "text/plain;charset=utf-8": "selected ✓".encode(),
+    "text/html": "<i>selected</i> ✓".encode(),
+}
+
+
+@pytest.fixture(scope="module")
+def wl() -> Iterator[WaylandSession]:
+    with WaylandSession.start() as session:
+        yield session
+
+
+@pytest.fixture(scope="module")
+def daemon(wl: WaylandSession, llama: tuple[LlamaCpp, LoopbackServer]) -> Iterator[Daemon]:
+    """Typing asked for everywhere (so AT-SPI insertion is skipped) and non-ASCII answers,
+    which are pasted: the paste route in any window. Our Qt editor is read by keyboard
+    selection, the rest by AT-SPI."""
+    rules = (
+        '[[insert.apps]]\nmatch = "^python"\nmode = "type"\ncapture = ["keyboard"]\n'
+        '[[insert.apps]]\nmatch = "^mousepad$"\nmode = "type"\n'
+    )
+    process = Daemon(wl, daemon_config(llama[1].url, rules), "anyfill-wlclip")  # type: ignore[arg-type]
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def owner(wl: WaylandSession) -> Iterator[None]:
+    """The user's multi-format clipboard and selection, owned by a real client."""
+    spec = wl.workdir / "formats.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "clipboard": {mime: data.hex() for mime, data in CLIPBOARD.items()},
+                "primary": {mime: data.hex() for mime, data in PRIMARY.items()},
+            }
+        )
+    )
+    log = wl.workdir / "wl_offer.log"
+    log.write_bytes(b"")
+    process = wl.spawn([sys.executable, "-m", "tests.e2e.wl_offer", str(spec)], log.name, cwd=REPO)
+    wait_until(lambda: b"ready\n" in log.read_bytes(), 10, f"the owner client ({log})")
+    assert types(wl) == set(CLIPBOARD)
+    yield
+    if process.poll() is None:
+        process.kill()
+    process.wait(5)
+
+
+@pytest.fixture
+def editors(wl: WaylandSession) -> Iterator[list[Editor]]:
+    opened: list[Editor] = []
+    yield opened
+    for editor in opened:
+        editor.close()
+
+
+def types(wl: WaylandSession, *, primary: bool = False) -> set[str]:
+    flag = ["--primary"] if primary else []
+    return set(wl.run("wl-paste", *flag, "--list-types").split())
+
+
+def paste(wl: WaylandSession, mime: str, *, primary: bool = False) -> bytes:
+    flag = ["--primary"] if primary else []
+    result = subprocess.run(
+        ["wl-paste", *flag, "--no-newline", "--type", mime],
+        env=wl.env,
+        capture_output=True,
+        timeout=5,
+        check=False,
+    )
+    return result.stdout if result.returncode == 0 else b"<wl-paste failed>"
+
+
+def intact(wl: WaylandSession, formats: dict[str, bytes], *, primary: bool = False) -> bool:
+    return types(wl, primary=primary) == set(formats) and all(
+        paste(wl, mime, primary=primary) == data for mime, data in formats.items()
+    )
+
+
+def trigger(daemon: Daemon) -> Outcome:
+    count = len(daemon.outcomes())
+    code, out = daemon.cli("trigger", "complete")
+    assert code == 0, out
+    try:
+        return daemon.wait_outcome(count + 1)
+    except TimeoutError as exc:
+        raise AssertionError(daemon.log()[-3000:]) from exc
+
+
+def answer(llama: tuple[LlamaCpp, LoopbackServer], reply: Reply) -> None:
+    llama[0].queue.clear()
+    llama[0].push(reply)
+
+
+def test_the_native_route_is_used(daemon: Daemon) -> None:
+    assert "wayland clipboard: data-control (wlr-data-control-unstable-v1 v2, native" in (
+        daemon.log()
+    )
+
+
+@pytest.mark.parametrize("rep", range(REPEAT))
+def test_paste_restores_every_format_of_clipboard_and_primary(
+    rep: int,
+    wl: WaylandSession,
+    daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+    owner: None,
+) -> None:
+    """Keyboard capture (our sentinels, the app's copies) and the paste both take the
+    selections over; afterwards both are the user's again, every type, every byte."""
+    known = {n.get("id") for n in wl.windows()}
+    target = QtTarget(wl, f"anyfill-wlclip-qt-{rep}")  # type: ignore[arg-type]
+    try:
+        wait_until(lambda: wl.focused_window().get("id") not in known | {None}, 20, "the Qt window")
+        target.set("Grüße aus Köln", 6)
+        answer(llama, Reply(text="schöne ✓ "))
+
+        outcome = trigger(daemon)
+
+        assert (outcome.status, outcome.method, outcome.capture) == (
+            "inserted",
+            "paste",
+            "keyboard",
+        ), outcome
+        state = target.state()
+        assert (state["text"], state["caret"]) == ("Grüße schöne ✓ aus Köln", 15)
+        got = {mime: paste(wl, mime) for mime in CLIPBOARD}
+        assert ALL_FORMATS.check(intact(wl, CLIPBOARD)), (
+            types(wl),
+            {mime: (len(data), data[:40]) for mime, data in got.items() if data != CLIPBOARD[mime]},
+        )
+        assert ALL_PRIMARY.check(intact(wl, PRIMARY, primary=True)), types(wl, primary=True)
+    finally:
+        target.close()
+
+
+def test_an_app_that_never_reads_the_paste_is_not_inserted_and_keeps_the_clipboard(
+    wl: WaylandSession,
+    daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+    owner: None,
+    editors: list[Editor],
+) -> None:
+    """Mousepad (GTK 3) here never takes wtype's Ctrl+V, so it never reads our offer: the
+    outcome says so (not inserted, not sent) and the user's clipboard is back whole."""
+    editor = open_mousepad(wl, "alpha beta\n", 1, 6)
+    editors.append(editor)
+    answer(llama, Reply(text="schöne ✓ "))
+
+    outcome = trigger(daemon)
+
+    assert outcome.status == "failed", outcome
+    assert "did not fetch the pasted text" in outcome.reason, outcome
+    assert not editor.modified()
+    assert ALL_FORMATS.check(intact(wl, CLIPBOARD)), types(wl)
+    assert ALL_PRIMARY.check(intact(wl, PRIMARY, primary=True))
+
+
+def test_a_copy_by_another_client_while_pasting_is_never_restored_over(
+    wl: WaylandSession,
+    daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+    owner: None,
+    editors: list[Editor],
+) -> None:
+    """While our completion waits on the clipboard for a read that never comes, another
+    client copies: our source is cancelled, and the user's old clipboard is not put back
+    over the new one. Our offer is seen by its types (reading it would count as a paste)."""
+    editor = open_mousepad(wl, "alpha beta\n", 1, 6)
+    editors.append(editor)
+    answer(llama, Reply(text="schöne ✓ "))
+    count = len(daemon.outcomes())
+    completion_types = {"text/plain;charset=utf-8", "text/plain", "UTF8_STRING", "TEXT"}
+
+    code, out = daemon.cli("trigger", "complete")
+    assert code == 0, out
+    wait_until(lambda: types(wl) == completion_types, 5, "the completion on the clipboard")
+    wl.set_clipboard("copied meanwhile ✓")
+    outcome = daemon.wait_outcome(count + 1)
+
+    assert outcome.status == "failed", outcome
+    assert "clipboard was taken while pasting" in outcome.reason, outcome
+    time.sleep(0.3)  # a restore would have come by now
+    assert wl.get_clipboard() == "copied meanwhile ✓"
+    assert not editor.modified()

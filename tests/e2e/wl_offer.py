@@ -1,0 +1,91 @@
+"""A Wayland client that owns the clipboard and the primary selection with several formats
+at once, the way a browser does after a copy (text, HTML, an image), and serves them until
+another client takes each selection over.
+
+It speaks wlr-data-control (the protocol sway 1.7 has) directly with pywayland, blocking,
+one request at a time: nothing of the daemon's asyncio client is used.
+
+    python -m tests.e2e.wl_offer FORMATS.json
+
+FORMATS.json: ``{"clipboard": {"text/plain": "<hex>", ...}, "primary": {...}}``. Prints
+``ready`` once the compositor made it the owner of both; exits when both were taken.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pywayland.client.display import Display
+from pywayland.protocol.wayland import WlSeat
+
+from anyfill.daemon.wayland.protocols.wlr_data_control_unstable_v1 import (
+    ZwlrDataControlManagerV1,
+)
+
+
+def main(path: str) -> int:
+    formats = {
+        which: {mime: bytes.fromhex(value) for mime, value in types.items()}
+        for which, types in json.loads(Path(path).read_text()).items()
+    }
+    display = Display(os.environ["WAYLAND_DISPLAY"])
+    display.connect()
+    found: dict[str, tuple[int, int]] = {}
+    registry = display.get_registry()
+
+    def on_global(_registry: Any, name: int, interface: str, version: int) -> None:
+        found.setdefault(interface, (name, version))
+
+    registry.dispatcher["global"] = on_global
+    display.roundtrip()
+    seat = registry.bind(found["wl_seat"][0], WlSeat, 1)
+    manager = registry.bind(found[ZwlrDataControlManagerV1.name][0], ZwlrDataControlManagerV1, 2)
+    device = manager.get_data_device(seat)
+    live: dict[str, Any] = {}
+    for which, types in formats.items():
+        source = manager.create_data_source()
+        for mime in types:
+            source.offer(mime)
+        source.dispatcher["send"] = _sender(types)
+        source.dispatcher["cancelled"] = _canceller(live, which)
+        live[which] = source
+        if which == "clipboard":
+            device.set_selection(source)
+        else:
+            device.set_primary_selection(source)
+    display.roundtrip()
+    print("ready", flush=True)
+    while live:
+        display.dispatch(block=True)
+    display.disconnect()
+    return 0
+
+
+def _sender(types: dict[str, bytes]) -> Any:
+    def on_send(_source: Any, mime: str, fd: int) -> None:
+        view = memoryview(types.get(mime, b""))
+        try:
+            while view:
+                view = view[os.write(fd, view) :]
+        except BrokenPipeError:
+            pass
+        finally:
+            os.close(fd)
+
+    return on_send
+
+
+def _canceller(live: dict[str, Any], which: str) -> Any:
+    def on_cancelled(source: Any) -> None:
+        live.pop(which, None)
+        source.destroy()
+
+    return on_cancelled
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
