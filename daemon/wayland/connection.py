@@ -1,5 +1,9 @@
 """One client connection to the compositor (pywayland) for the daemon's life, on asyncio.
 
+Every proxy is destroyed explicitly on the loop's thread, never left to the garbage
+collector: cffi would free it on whichever thread collects, while the loop is inside
+libwayland.
+
 The display's fd is watched with ``loop.add_reader``: whatever arrived is read and its
 events dispatched right there, so handlers run on the loop like any callback. Requests are
 buffered by libwayland; :meth:`WaylandConnection.flush` sends them (call it after each
@@ -122,9 +126,26 @@ class WaylandConnection:
             loop.remove_writer(self._fd)
         if not self.error:
             self.flush()
+        self._forget_registry()
         self._display.disconnect()
         self._display = None
         self._fd = -1
+
+    def adopt(self, proxy: Any) -> None:
+        """Tie a proxy the compositor created (a ``new_id`` in an event) to this display.
+        pywayland gives such proxies the display of whichever registry it finds first,
+        which may be another, closed connection's: their destroy would then not free the
+        id, and the compositor's next object with that id would kill this connection."""
+        proxy._display = self.display
+
+    def _forget_registry(self) -> None:
+        """Drop our registry from pywayland's table of live registries (see ``adopt``)."""
+        from pywayland.protocol.wayland import WlRegistry
+
+        for key, registry in list(WlRegistry.registry.items()):
+            if registry is self._registry:
+                del WlRegistry.registry[key]
+        self._registry = None
 
     def on_lost(self, callback: Callable[[str], None]) -> None:
         self._on_lost.append(callback)
@@ -170,7 +191,10 @@ class WaylandConnection:
                 await done
         finally:
             self._on_lost.remove(on_lost)
-            del callback  # the compositor destroys it after ``done``
+            # Freed here, on the loop: left to the garbage collector it could be freed on
+            # whatever thread collects, racing libwayland's lock.
+            if not self.error:
+                callback.destroy()
 
     # -- the loop's side ---------------------------------------------------------------
 

@@ -258,7 +258,8 @@ class DataControlClipboard:
         # ``reader`` cannot be honoured: a send event does not say who reads.
         serving = await self._own(which, snapshot)
         if serving is None:
-            raise InsertError(f"this compositor has no {which} selection to paste through")
+            # A compositor without a primary selection: nothing to own, nothing will read.
+            return Offer(snapshot)
         return serving.offer
 
     async def restore(
@@ -382,6 +383,7 @@ class DataControlClipboard:
     # -- the device's events ---------------------------------------------------------------
 
     def _on_data_offer(self, _device: Any, proxy: Any) -> None:
+        self._conn.adopt(proxy)
         incoming = _Incoming(proxy)
         proxy.dispatcher["offer"] = handler(lambda _p, mime: incoming.mimes.append(mime))
         self._pending[id(proxy)] = incoming
@@ -400,6 +402,11 @@ class DataControlClipboard:
         self._current[which] = None if proxy is None else self._pending.pop(id(proxy), None)
         if proxy is not None and self._current[which] is None:
             self._current[which] = _Incoming(proxy)
+        # An offer is announced right before its selection event: any other still
+        # pending was never used.
+        for stale in self._pending.values():
+            stale.proxy.destroy()
+        self._pending.clear()
 
     def _on_finished(self, _device: Any) -> None:
         self._finished = "the compositor ended our data-control device"

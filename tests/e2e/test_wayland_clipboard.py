@@ -9,17 +9,16 @@ never takes wtype's Ctrl+V on this sway: it is the application that never reads 
 
 from __future__ import annotations
 
-import json
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from tests.e2e.conftest import FIGURES, REPEAT, Tally
-from tests.e2e.harness import REPO, Daemon, Outcome, QtTarget, daemon_config, wait_until
+from tests.e2e.harness import Daemon, Outcome, QtTarget, daemon_config, wait_until
 from tests.e2e.wayland import UNUSABLE, Editor, WaylandSession, open_mousepad
+from tests.e2e.wl_offer import start_owner
 from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
 from tests.servers.script import Reply
@@ -65,19 +64,7 @@ def daemon(wl: WaylandSession, llama: tuple[LlamaCpp, LoopbackServer]) -> Iterat
 @pytest.fixture
 def owner(wl: WaylandSession) -> Iterator[None]:
     """The user's multi-format clipboard and selection, owned by a real client."""
-    spec = wl.workdir / "formats.json"
-    spec.write_text(
-        json.dumps(
-            {
-                "clipboard": {mime: data.hex() for mime, data in CLIPBOARD.items()},
-                "primary": {mime: data.hex() for mime, data in PRIMARY.items()},
-            }
-        )
-    )
-    log = wl.workdir / "wl_offer.log"
-    log.write_bytes(b"")
-    process = wl.spawn([sys.executable, "-m", "tests.e2e.wl_offer", str(spec)], log.name, cwd=REPO)
-    wait_until(lambda: b"ready\n" in log.read_bytes(), 10, f"the owner client ({log})")
+    process = start_owner(wl, CLIPBOARD, PRIMARY)
     assert types(wl) == set(CLIPBOARD)
     yield
     if process.poll() is None:

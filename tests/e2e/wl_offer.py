@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,28 @@ from pywayland.protocol.wayland import WlSeat
 from anyfill.daemon.wayland.protocols.wlr_data_control_unstable_v1 import (
     ZwlrDataControlManagerV1,
 )
+from tests.e2e.harness import REPO, wait_until
+from tests.e2e.wayland import WaylandSession
+
+
+def start_owner(
+    session: WaylandSession, clipboard: dict[str, bytes], primary: dict[str, bytes]
+) -> subprocess.Popen[bytes]:
+    """This client in its own process, once it owns both selections."""
+    spec = session.workdir / "formats.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "clipboard": {mime: data.hex() for mime, data in clipboard.items()},
+                "primary": {mime: data.hex() for mime, data in primary.items()},
+            }
+        )
+    )
+    log = session.workdir / "wl_offer.log"
+    log.write_bytes(b"")
+    process = session.spawn([sys.executable, "-m", __name__, str(spec)], log.name, cwd=REPO)
+    wait_until(lambda: b"ready\n" in log.read_bytes(), 10, f"the owner client ({log})")
+    return process
 
 
 def main(path: str) -> int:
