@@ -9,12 +9,17 @@ never takes wtype's Ctrl+V on this sway: it is the application that never reads 
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import AsyncExitStack
 
 import pytest
 
+from anyfill.daemon.desktop import ClipSnapshot
+from anyfill.daemon.wayland.connection import WaylandConnection
+from anyfill.daemon.wayland.datacontrol import DataControlClipboard
 from tests.e2e.conftest import FIGURES, REPEAT, Tally
 from tests.e2e.harness import Daemon, Outcome, QtTarget, daemon_config, wait_until
 from tests.e2e.wayland import UNUSABLE, Editor, WaylandSession, open_mousepad
@@ -81,8 +86,10 @@ def editors(wl: WaylandSession) -> Iterator[list[Editor]]:
 
 
 def types(wl: WaylandSession, *, primary: bool = False) -> set[str]:
+    """The offered types; none when nobody owns the selection."""
     flag = ["--primary"] if primary else []
-    return set(wl.run("wl-paste", *flag, "--list-types").split())
+    out = wl.run("wl-paste", *flag, "--list-types", check=False)
+    return set() if out.strip() == "No selection" else set(out.split())
 
 
 def paste(wl: WaylandSession, mime: str, *, primary: bool = False) -> bytes:
@@ -209,3 +216,42 @@ def test_a_copy_by_another_client_while_pasting_is_never_restored_over(
     time.sleep(0.3)  # a restore would have come by now
     assert wl.get_clipboard() == "copied meanwhile ✓"
     assert not editor.modified()
+
+
+async def test_the_port_tells_who_holds_each_selection_from_the_compositor(
+    wl: WaylandSession, owner: None
+) -> None:
+    """The Clipboard port on its own connection: another client's formats read whole, our
+    offer served and its reads counted, a copy elsewhere seen as a loss, and ``holder``
+    following the compositor's selection events."""
+    async with AsyncExitStack() as stack:
+        conn = await stack.enter_async_context(WaylandConnection(wl.env))
+        clipboard = await stack.enter_async_context(DataControlClipboard(conn))
+        assert (clipboard.holder("clipboard"), clipboard.holder("primary")) == ("other", "other")
+        saved = await clipboard.snapshot("clipboard")
+        assert {mime: item[2] for mime, item in saved.items.items()} == CLIPBOARD
+        assert await clipboard.read_text("primary", 2.0) == "selected ✓"
+
+        offer = await clipboard.offer("clipboard", ClipSnapshot.from_text("middle ✓"))
+        assert clipboard.holder("clipboard") == "us"
+        assert offer.fetches == 0
+        assert await asyncio.to_thread(paste, wl, "text/plain") == "middle ✓".encode()
+        assert offer.fetches == 1
+        assert offer.fetched.is_set()
+
+        await asyncio.to_thread(wl.set_clipboard, "the user copied this")
+        await asyncio.wait_for(offer.lost.wait(), 5)
+        assert clipboard.holder("clipboard") == "other"
+        assert await clipboard.read_text("clipboard", 2.0) == "the user copied this"
+
+        restored = await clipboard.restore("clipboard", saved)
+        assert restored is not None
+        assert clipboard.holder("clipboard") == "us"
+        assert await asyncio.to_thread(intact, wl, CLIPBOARD)
+        assert restored.fetches == len(CLIPBOARD)  # each of wl-paste's reads was seen
+        assert not restored.lost.is_set()
+
+        assert await clipboard.restore("clipboard", ClipSnapshot()) is None
+        assert clipboard.holder("clipboard") == "nobody"
+        assert not restored.lost.is_set()  # replaced by ourselves: no loss
+        assert await asyncio.to_thread(types, wl) == set()
