@@ -427,8 +427,11 @@ class DataControlClipboard:
     async def _receive(
         self, incoming: _Incoming, mime: str, timeout_s: float, limit: int
     ) -> bytes | None:
-        """One format of ``incoming``; None (with a log line) when its owner is too slow or
-        it is larger than ``limit``."""
+        """One format of ``incoming``; None (with a log line) when its owner is too slow, it
+        is larger than ``limit``, or the selection changed hands meanwhile."""
+        if incoming.proxy.destroyed:
+            log.info("clipboard format %s skipped: the selection changed meanwhile", mime)
+            return None
         # Only our end is non-blocking: the flag belongs to each end's open file, and the
         # owner's may expect a blocking pipe (a partial write would cut its data short).
         read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
