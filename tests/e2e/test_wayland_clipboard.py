@@ -22,7 +22,11 @@ import pytest
 
 from anyfill.daemon.desktop import ClipSnapshot
 from anyfill.daemon.wayland.connection import WaylandConnection
-from anyfill.daemon.wayland.datacontrol import DataControlClipboard, open_native_clipboard
+from anyfill.daemon.wayland.datacontrol import (
+    TYPE_MAX_BYTES,
+    DataControlClipboard,
+    open_native_clipboard,
+)
 from tests.e2e.conftest import FIGURES, REPEAT, Tally
 from tests.e2e.harness import Daemon, Outcome, QtTarget, daemon_config, wait_until
 from tests.e2e.wayland import UNUSABLE, Editor, WaylandSession, open_mousepad
@@ -368,3 +372,44 @@ async def test_a_clipboard_we_serve_outlives_the_daemon(
         await clipboard.restore("clipboard", snapshot)
         assert clipboard.holder("clipboard") == "us"
     assert await asyncio.to_thread(wl.get_clipboard) == "kept ✓"
+
+
+async def test_a_huge_or_stalled_format_is_left_out_without_blocking_the_loop(
+    wl: WaylandSession,
+) -> None:
+    """An owner offering a format over the size limit and one it never writes: the snapshot
+    keeps the others, within the read budget, while the loop goes on running."""
+    huge = TYPE_MAX_BYTES + 1
+    owner = await asyncio.to_thread(
+        start_owner,
+        wl,
+        {"text/plain": b"kept", "text/html": b"<b>kept</b>"},
+        {},
+        huge={"image/bmp": huge},
+        stalled=("image/png",),
+    )
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    try:
+        async with AsyncExitStack() as stack:
+            conn = await stack.enter_async_context(WaylandConnection(wl.env))
+            clipboard = await stack.enter_async_context(DataControlClipboard(conn))
+            ticker = asyncio.create_task(tick())
+            saved = await clipboard.snapshot("clipboard")
+            ticker.cancel()
+        assert {mime: item[2] for mime, item in saved.items.items()} == {
+            "text/plain": b"kept",
+            "text/html": b"<b>kept</b>",
+        }
+        # The stalled format held the snapshot for its whole budget; the loop ran all along
+        # (ticks of 10 ms; a blocked loop would have made none).
+        assert ticks >= 10, ticks
+    finally:
+        owner.kill()
+        owner.wait(5)

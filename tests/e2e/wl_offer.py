@@ -7,8 +7,10 @@ one request at a time: nothing of the daemon's asyncio client is used.
 
     python -m tests.e2e.wl_offer FORMATS.json
 
-FORMATS.json: ``{"clipboard": {"text/plain": "<hex>", ...}, "primary": {...}}``. Prints
-``ready`` once the compositor made it the owner of both; exits when both were taken.
+FORMATS.json: ``{"clipboard": {"text/plain": "<hex>", ...}, "primary": {...}}``; a value
+``{"size": N}`` is N bytes of "x" (a huge format), ``{"stall": true}`` a format whose pipe
+is never written nor closed (an owner that hangs). Prints ``ready`` once the compositor made
+it the owner of both; exits when both were taken.
 """
 
 from __future__ import annotations
@@ -31,14 +33,22 @@ from tests.e2e.wayland import WaylandSession
 
 
 def start_owner(
-    session: WaylandSession, clipboard: dict[str, bytes], primary: dict[str, bytes]
+    session: WaylandSession,
+    clipboard: dict[str, bytes],
+    primary: dict[str, bytes],
+    *,
+    huge: dict[str, int] | None = None,
+    stalled: tuple[str, ...] = (),
 ) -> subprocess.Popen[bytes]:
-    """This client in its own process, once it owns both selections."""
+    """This client in its own process, once it owns both selections. ``huge``: more
+    clipboard formats of that many bytes; ``stalled``: clipboard formats never written."""
     spec = session.workdir / "formats.json"
+    extra: dict[str, object] = {mime: {"size": size} for mime, size in (huge or {}).items()}
+    extra.update({mime: {"stall": True} for mime in stalled})
     spec.write_text(
         json.dumps(
             {
-                "clipboard": {mime: data.hex() for mime, data in clipboard.items()},
+                "clipboard": {mime: data.hex() for mime, data in clipboard.items()} | extra,
                 "primary": {mime: data.hex() for mime, data in primary.items()},
             }
         )
@@ -52,7 +62,7 @@ def start_owner(
 
 def main(path: str) -> int:
     formats = {
-        which: {mime: bytes.fromhex(value) for mime, value in types.items()}
+        which: {mime: _data(value) for mime, value in types.items()}
         for which, types in json.loads(Path(path).read_text()).items()
     }
     display = Display(os.environ["WAYLAND_DISPLAY"])
@@ -88,9 +98,23 @@ def main(path: str) -> int:
     return 0
 
 
-def _sender(types: dict[str, bytes]) -> Any:
+def _data(value: str | dict[str, Any]) -> bytes | None:
+    if isinstance(value, str):
+        return bytes.fromhex(value)
+    return None if value.get("stall") else b"x" * int(value["size"])
+
+
+_held: list[int] = []
+"""Pipes of stalled formats: open, never written, until we exit."""
+
+
+def _sender(types: dict[str, bytes | None]) -> Any:
     def on_send(_source: Any, mime: str, fd: int) -> None:
-        view = memoryview(types.get(mime, b""))
+        data = types.get(mime, b"")
+        if data is None:
+            _held.append(fd)
+            return
+        view = memoryview(data)
         try:
             while view:
                 view = view[os.write(fd, view) :]
