@@ -287,7 +287,11 @@ def _announce_end(bus: EventBus, request_id: str, task: asyncio.Task[Completion]
         return
     error = task.exception()
     if error is not None:
-        bus.publish(RequestEnded(request_id, ok=False, error=f"{type(error).__name__}: {error}"))
+        bus.publish(
+            RequestEnded(
+                request_id, ok=False, error=f"{type(error).__name__}: {error}", failure=error
+            )
+        )
         return
     done = task.result()
     bus.publish(

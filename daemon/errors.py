@@ -39,6 +39,10 @@ exceptions (httpx, OS, keyring, pydantic) are mapped to these at the boundary wi
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # not ``typing``'s: this module loads in `anyfill trigger`'s light path
+if TYPE_CHECKING:
+    from typing import Self
+
 __all__ = [
     "AlreadyRunning",
     "AnyfillError",
@@ -67,14 +71,49 @@ __all__ = [
     "ServerError",
     "UnsupportedFeature",
     "error_text",
+    "named",
+    "told",
 ]
 
 
 class AnyfillError(Exception):
-    """Base of every error anyfill raises on purpose."""
+    """Base of every error anyfill raises on purpose.
+
+    A message may hold captured text (a server's error body can repeat the prompt). It is
+    written with a placeholder instead (``hiding``), so that each place the message goes
+    decides: ``str()`` follows ``privacy.log_text`` (terminal, log, tray) and MQTT follows
+    ``privacy.mqtt_text`` (``message(with_text=...)``), whichever was set when it was raised.
+    """
 
     #: True when trying again later (or elsewhere) may succeed.
     retryable: bool = False
+
+    _captured: tuple[tuple[str, str], ...] = ()
+
+    def hiding(self, placeholder: str, text: str) -> Self:
+        """``placeholder``, written in the message, stands for ``text`` (captured text)."""
+        if placeholder and placeholder != text:
+            self._captured = (*self._captured, (placeholder, text))
+        return self
+
+    def hiding_as(self, other: BaseException | None) -> Self:
+        """This message embeds ``other``'s (without its text): the same placeholders."""
+        if isinstance(other, AnyfillError) and other._captured:
+            self._captured = (*self._captured, *other._captured)
+        return self
+
+    def message(self, *, with_text: bool) -> str:
+        """The message with its captured text, or with only the placeholders."""
+        text = super().__str__()
+        if with_text:
+            for placeholder, captured in self._captured:
+                text = text.replace(placeholder, captured)
+        return text
+
+    def __str__(self) -> str:
+        from anyfill.daemon.log import text_shown  # logging: not loaded until said
+
+        return self.message(with_text=text_shown())
 
 
 class ConfigError(AnyfillError):
@@ -236,6 +275,21 @@ def error_text(exc: BaseException) -> str:
         if isinstance(note, str) and note.startswith(EVERY_BACKEND_FAILED):
             return note
     return str(exc)
+
+
+def told(error: BaseException, *, with_text: bool) -> str:
+    """``error``'s message as a channel with its own privacy switch may show it: captured
+    text only ``with_text``. A foreign exception (a bug) says nothing without it: its
+    message may hold anything (its class name is safe to show)."""
+    if isinstance(error, AnyfillError):
+        return error.message(with_text=with_text)
+    return str(error) if with_text else ""
+
+
+def named(error: BaseException, *, with_text: bool) -> str:
+    """``Class: message`` as ``told`` allows (``Class`` alone when nothing may be said)."""
+    said = told(error, with_text=with_text)
+    return f"{type(error).__name__}: {said}" if said else type(error).__name__
 
 
 EVERY_BACKEND_FAILED = "every backend failed: "

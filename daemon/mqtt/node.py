@@ -51,6 +51,8 @@ from anyfill.daemon.mqtt.protocol import (
     dumps,
     error_json,
     parse,
+    published,
+    published_named,
 )
 from anyfill.daemon.mqtt.topics import NodeTopics
 from anyfill.daemon.scheduler.events import AttemptFinished, CooldownChanged
@@ -176,7 +178,10 @@ class NodeBridge:
 
     def _on_cooldown(self, event: CooldownChanged) -> None:
         if event.cooling:
-            self._cooling[event.backend] = (time.time() + event.seconds_left, event.reason)
+            reason = event.reason  # ours (a quota held) unless a failure caused it
+            if event.cause is not None:
+                reason = published(event.cause, with_text=self.with_text)
+            self._cooling[event.backend] = (time.time() + event.seconds_left, reason)
         else:
             self._cooling.pop(event.backend, None)
         self._send(self.topics.status, self._status(), retain=True)
@@ -198,8 +203,10 @@ class NodeBridge:
                 "prompt_tokens": event.prompt_tokens,
                 "completion_tokens": event.completion_tokens,
             }
-            if event.error:
-                body["error"] = event.error
+            if event.failure is not None:
+                body["error"] = published_named(event.failure, with_text=self.with_text)
+            elif event.error:
+                body["error"] = event.error  # ours, no captured text ("cancelled")
             if self.with_text and event.ok:
                 body["middle"] = event.middle
         else:
@@ -294,12 +301,14 @@ class NodeBridge:
         try:
             done = await self.completer.complete(completion, on_text)
         except AnyfillError as error:
-            body = {"id": request_id, "type": "final", "ok": False, "error": error_json(error)}
+            failed = error_json(error, with_text=self.with_text)
+            body = {"id": request_id, "type": "final", "ok": False, "error": failed}
             reply(topic, body)
             return
         except Exception as error:  # a bug must answer the client, not stop the daemon
             log.exception("request %s failed", request_id)
-            reply(topic, _failure(request_id, "internal", f"{type(error).__name__}: {error}"))
+            said = published_named(error, with_text=self.with_text)
+            reply(topic, _failure(request_id, "internal", said))
             return
         finally:
             self._running.pop(internal, None)

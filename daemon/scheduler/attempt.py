@@ -126,7 +126,9 @@ class Attempts:
         log.info("backend %s cools down for %.2f s: %s", lane.name, delay, error)
         if self.bus is not None:
             self.bus.publish(
-                CooldownChanged(lane.name, True, lane.health.seconds_left(now), str(error))
+                CooldownChanged(
+                    lane.name, True, lane.health.seconds_left(now), str(error), cause=error
+                )
             )
             self.watch_cooldown(lane)
 
@@ -167,22 +169,30 @@ class Attempts:
                 self.cooldown_over(lane)
         elif self.bus is not None and lane.name not in self.cooldown_timers:
             self.bus.publish(
-                CooldownChanged(lane.name, True, health.seconds_left(now), health.reason)
+                CooldownChanged(
+                    lane.name,
+                    True,
+                    health.seconds_left(now),
+                    health.reason,
+                    cause=health.cause,
+                )
             )
             self.watch_cooldown(lane)
 
     def cooling_error(self, lane: Lane) -> BackendError:
-        left = lane.health.seconds_left(self.clock.now())
-        if lane.health.kind == "rate_limited":
+        health = lane.health
+        left = health.seconds_left(self.clock.now())
+        reason = health.reason_told(with_text=False)  # the cause's text goes by placeholder
+        if health.kind == "rate_limited":
             return RateLimited(
                 lane.name,
-                f"'{lane.name}' is rate-limited for another {left:.1f} s ({lane.health.reason})",
+                f"'{lane.name}' is rate-limited for another {left:.1f} s ({reason})",
                 retry_after=left,
-            )
+            ).hiding_as(health.cause)
         return BackendUnavailable(
             lane.name,
-            f"'{lane.name}' is cooling down for another {left:.1f} s after: {lane.health.reason}",
-        )
+            f"'{lane.name}' is cooling down for another {left:.1f} s after: {reason}",
+        ).hiding_as(health.cause)
 
     def deadline_passed(self, ticket: Ticket, lane: Lane, waited_s: float) -> RequestDropped:
         reason = (
