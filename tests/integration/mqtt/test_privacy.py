@@ -178,3 +178,32 @@ def test_a_workers_error_reply_carries_the_servers_words_only_with_its_mqtt_text
         for message in published:
             assert SECRET.encode() not in message.payload, message.topic
     assert SECRET in worker.log()  # its own log: log_text is on
+
+
+def test_turning_mqtt_text_on_while_running_takes_effect_at_once(
+    x: XSession, broker: Broker, echoing: LoopbackServer
+) -> None:
+    name = "priv-live"
+    extra = f'[mqtt]\nenabled = true\nurl = "{broker.url}"\nnode = "{name}"\n'
+    daemon = Daemon(x, daemon_config(echoing.url, extra + privacy(False, False)), name=name)
+    try:
+        wait_until(lambda: "on the broker" in daemon.log(), 10, "the daemon on the broker")
+        with Probe(broker.port) as probe:
+            probe.subscribe("live/#")
+            for n, mqtt_text in enumerate((False, True)):
+                if mqtt_text:  # as the settings panel saves it
+                    daemon.config_path.write_text(
+                        daemon_config(echoing.url, extra + privacy(False, True))
+                    )
+                    wait_until(lambda: "settings reloaded" in daemon.log(), 10, "the reload")
+                body = {"id": f"l{n}", "prefix": f"total = {SECRET} + ", "suffix": "\n"}
+                probe.publish(
+                    f"anyfill/{name}/request",
+                    json.dumps(body),
+                    response_topic=f"live/{n}",
+                    correlation=b"l",
+                )
+                final = probe.until(lambda m, n=n: m.topic == f"live/{n}", 15)[-1].json()
+                assert (SECRET in final["error"]["message"]) is mqtt_text
+    finally:
+        daemon.stop()
