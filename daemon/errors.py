@@ -71,7 +71,6 @@ __all__ = [
     "ServerError",
     "UnsupportedFeature",
     "error_text",
-    "named",
     "told",
 ]
 
@@ -82,7 +81,7 @@ class AnyfillError(Exception):
     A message may hold captured text (a server's error body can repeat the prompt). It is
     written with a placeholder instead (``hiding``), so that each place the message goes
     decides: ``str()`` follows ``privacy.log_text`` (terminal, log, tray) and MQTT follows
-    ``privacy.mqtt_text`` (``message(with_text=...)``), whichever was set when it was raised.
+    ``privacy.mqtt_text`` (``message(with_text=...)``), each as set when it is shown.
     """
 
     #: True when trying again later (or elsewhere) may succeed.
@@ -284,12 +283,6 @@ def told(error: BaseException, *, with_text: bool) -> str:
     if isinstance(error, AnyfillError):
         return error.message(with_text=with_text)
     return str(error) if with_text else ""
-
-
-def named(error: BaseException, *, with_text: bool) -> str:
-    """``Class: message`` as ``told`` allows (``Class`` alone when nothing may be said)."""
-    said = told(error, with_text=with_text)
-    return f"{type(error).__name__}: {said}" if said else type(error).__name__
 
 
 EVERY_BACKEND_FAILED = "every backend failed: "

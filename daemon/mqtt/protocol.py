@@ -179,22 +179,22 @@ _LOG_HINT = "privacy.log_text = true"
 _MQTT_HINT = "privacy.mqtt_text = true"
 
 
+def _said(error: BaseException, with_text: bool) -> str:
+    said = told(error, with_text=with_text)
+    # Without the text, the hint names the switch that shows it here.
+    return said if with_text else said.replace(_LOG_HINT, _MQTT_HINT)
+
+
 def published(error: BaseException, *, with_text: bool) -> str:
     """``error``'s message for the broker: captured text (a server's words, which may
-    repeat the prompt) only ``with_text`` (``privacy.mqtt_text``), whatever the log shows.
-    Without it, the hint names the switch that shows the text here; a foreign exception
-    (a bug) is only named."""
-    said = told(error, with_text=with_text)
-    if not with_text:
-        said = said.replace(_LOG_HINT, _MQTT_HINT)
-    return said or type(error).__name__
+    repeat the prompt) only ``with_text`` (``privacy.mqtt_text``), whatever the log shows;
+    a foreign exception (a bug) is only named without it."""
+    return _said(error, with_text) or type(error).__name__
 
 
 def published_named(error: BaseException, *, with_text: bool) -> str:
     """``Class: message`` as ``published`` allows it."""
-    said = told(error, with_text=with_text)
-    if not with_text:
-        said = said.replace(_LOG_HINT, _MQTT_HINT)
+    said = _said(error, with_text)
     return f"{type(error).__name__}: {said}" if said else type(error).__name__
 
 
