@@ -69,6 +69,7 @@ __all__ = [
     "SecureField",
     "SelectionAppeared",
     "ServerError",
+    "Told",
     "UnsupportedFeature",
     "error_text",
     "told",
@@ -93,12 +94,6 @@ class AnyfillError(Exception):
         """``placeholder``, written in the message, stands for ``text`` (captured text)."""
         if placeholder and placeholder != text:
             self._captured = (*self._captured, (placeholder, text))
-        return self
-
-    def hiding_as(self, other: BaseException | None) -> Self:
-        """This message embeds ``other``'s (without its text): the same placeholders."""
-        if isinstance(other, AnyfillError) and other._captured:
-            self._captured = (*self._captured, *other._captured)
         return self
 
     def message(self, *, with_text: bool) -> str:
@@ -274,6 +269,42 @@ def error_text(exc: BaseException) -> str:
         if isinstance(note, str) and note.startswith(EVERY_BACKEND_FAILED):
             return note
     return str(exc)
+
+
+class Told:
+    """An error's message in both forms, kept without the error itself (its traceback
+    holds the frames of the failed request, the document among them): for a cooldown's
+    reason and the events that tell it."""
+
+    __slots__ = ("full", "plain")
+
+    def __init__(self, plain: str, full: str) -> None:
+        self.plain = plain
+        """Without captured text."""
+        self.full = full
+        """With it (the same when it holds none)."""
+
+    @classmethod
+    def of(cls, error: BaseException, *, named: bool = False) -> Told:
+        """``error``'s message; ``named``: as ``Class: message`` (``Class`` when a foreign
+        exception's message may not be said)."""
+        plain, full = told(error, with_text=False), told(error, with_text=True)
+        if named:
+            name = type(error).__name__
+            plain = f"{name}: {plain}" if plain else name
+            full = f"{name}: {full}" if full else name
+        return cls(plain, full)
+
+    def text(self, *, with_text: bool) -> str:
+        return self.full if with_text else self.plain
+
+    def __str__(self) -> str:
+        from anyfill.daemon.log import text_shown
+
+        return self.text(with_text=text_shown())
+
+    def __repr__(self) -> str:
+        return f"Told({self.plain!r})"
 
 
 def told(error: BaseException, *, with_text: bool) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from anyfill.daemon.errors import Told
+
 
 @dataclass(frozen=True)
 class RequestStarted:
@@ -39,8 +41,9 @@ class RequestEnded:
     error: str = ""
     """The failure's class and message, as the log may say it (``privacy.log_text``)."""
     middle: str = ""
-    failure: BaseException | None = field(default=None, compare=False, repr=False)
-    """The failure itself, for MQTT to tell under ``privacy.mqtt_text`` instead."""
+    failure: Told | None = field(default=None, compare=False, repr=False)
+    """The failure as ``Class: message`` in both forms, for MQTT to tell under
+    ``privacy.mqtt_text`` instead."""
 
     @property
     def topic(self) -> str:

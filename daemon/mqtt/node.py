@@ -37,7 +37,7 @@ from anyfill.daemon.bus import BrokerStatus, EventBus, RequestEnded, RequestStar
 from anyfill.daemon.bus.status import BackendsReady
 from anyfill.daemon.completion import Completer, CompletionRequest
 from anyfill.daemon.context import Context
-from anyfill.daemon.errors import AnyfillError
+from anyfill.daemon.errors import AnyfillError, Told
 from anyfill.daemon.mqtt.connection import (
     BrokerClient,
     BrokerSpec,
@@ -53,7 +53,6 @@ from anyfill.daemon.mqtt.protocol import (
     error_json,
     parse,
     published,
-    published_named,
 )
 from anyfill.daemon.mqtt.topics import NodeTopics
 from anyfill.daemon.scheduler.events import AttemptFinished, CooldownChanged
@@ -234,7 +233,7 @@ class NodeBridge:
                 "completion_tokens": event.completion_tokens,
             }
             if event.failure is not None:
-                body["error"] = published_named(event.failure, with_text=self.with_text)
+                body["error"] = published(event.failure, with_text=self.with_text)
             elif event.error:
                 body["error"] = event.error  # ours, no captured text ("cancelled")
             if self.with_text and event.ok:
@@ -337,7 +336,7 @@ class NodeBridge:
             return
         except Exception as error:  # a bug must answer the client, not stop the daemon
             log.exception("request %s failed", request_id)
-            said = published_named(error, with_text=self.with_text)
+            said = published(Told.of(error, named=True), with_text=self.with_text)
             reply(topic, _failure(request_id, "internal", said))
             return
         finally:

@@ -25,8 +25,8 @@ from anyfill.daemon.errors import (
     RateLimited,
     RequestDropped,
     ServerError,
+    Told,
     UnsupportedFeature,
-    told,
 )
 
 MAX_PAYLOAD = 1 << 20
@@ -179,23 +179,18 @@ _LOG_HINT = "privacy.log_text = true"
 _MQTT_HINT = "privacy.mqtt_text = true"
 
 
-def _said(error: BaseException, with_text: bool) -> str:
-    said = told(error, with_text=with_text)
-    # Without the text, the hint names the switch that shows it here.
-    return said if with_text else said.replace(_LOG_HINT, _MQTT_HINT)
-
-
-def published(error: BaseException, *, with_text: bool) -> str:
-    """``error``'s message for the broker: captured text (a server's words, which may
+def published(said: BaseException | Told, *, with_text: bool) -> str:
+    """An error's message for the broker: captured text (a server's words, which may
     repeat the prompt) only ``with_text`` (``privacy.mqtt_text``), whatever the log shows;
-    a foreign exception (a bug) is only named without it."""
-    return _said(error, with_text) or type(error).__name__
-
-
-def published_named(error: BaseException, *, with_text: bool) -> str:
-    """``Class: message`` as ``published`` allows it."""
-    said = _said(error, with_text)
-    return f"{type(error).__name__}: {said}" if said else type(error).__name__
+    without it a foreign exception (a bug) is only named, and the hint names the switch
+    that shows the text here."""
+    told = said if isinstance(said, Told) else Told.of(said)
+    text = told.text(with_text=with_text)
+    if not with_text:
+        text = text.replace(_LOG_HINT, _MQTT_HINT)
+    if not text and isinstance(said, BaseException):
+        return type(said).__name__
+    return text
 
 
 def error_json(
@@ -262,6 +257,5 @@ __all__ = [
     "plan_from_json",
     "plan_json",
     "published",
-    "published_named",
     "usage_json",
 ]

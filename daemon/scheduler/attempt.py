@@ -33,6 +33,7 @@ from anyfill.daemon.errors import (
     BackendUnavailable,
     RateLimited,
     RequestDropped,
+    Told,
 )
 from anyfill.daemon.scheduler.cache import CompletionCache
 from anyfill.daemon.scheduler.clock import Clock, TimerHandle
@@ -127,7 +128,7 @@ class Attempts:
         if self.bus is not None:
             self.bus.publish(
                 CooldownChanged(
-                    lane.name, True, lane.health.seconds_left(now), str(error), cause=error
+                    lane.name, True, lane.health.seconds_left(now), str(error), cause=Told.of(error)
                 )
             )
             self.watch_cooldown(lane)
@@ -182,17 +183,20 @@ class Attempts:
     def cooling_error(self, lane: Lane) -> BackendError:
         health = lane.health
         left = health.seconds_left(self.clock.now())
-        reason = health.reason_told(with_text=False)  # the cause's text goes by placeholder
+        reason = health.reason_told(with_text=False)  # its text stands behind a placeholder
+        error: BackendError
         if health.kind == "rate_limited":
-            return RateLimited(
+            error = RateLimited(
                 lane.name,
                 f"'{lane.name}' is rate-limited for another {left:.1f} s ({reason})",
                 retry_after=left,
-            ).hiding_as(health.cause)
-        return BackendUnavailable(
-            lane.name,
-            f"'{lane.name}' is cooling down for another {left:.1f} s after: {reason}",
-        ).hiding_as(health.cause)
+            )
+        else:
+            error = BackendUnavailable(
+                lane.name,
+                f"'{lane.name}' is cooling down for another {left:.1f} s after: {reason}",
+            )
+        return error.hiding(reason, health.reason_told(with_text=True))
 
     def deadline_passed(self, ticket: Ticket, lane: Lane, waited_s: float) -> RequestDropped:
         reason = (

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from anyfill.daemon.errors import BackendError, told
+from anyfill.daemon.errors import BackendError, Told
 from anyfill.daemon.scheduler.events import outcome_of
 
 MAX_SERVER_COOLDOWN_S = 300.0
@@ -41,8 +41,8 @@ def failure_kind(error: BaseException) -> str:
 @dataclass
 class Health:
     cooling_until: float = 0.0
-    cause: BackendError | None = None
-    """The failure that started the cooldown (its message may hold captured text)."""
+    cause: Told | None = None
+    """The failure that started the cooldown, told (its message may hold captured text)."""
     note: str = ""
     """Our own words for a cooldown no failure started (``hold_until``)."""
     kind: str = ""
@@ -58,7 +58,7 @@ class Health:
 
     def reason_told(self, *, with_text: bool) -> str:
         """Why it cools, for a channel with its own privacy switch (MQTT)."""
-        return told(self.cause, with_text=with_text) if self.cause is not None else self.note
+        return self.cause.text(with_text=with_text) if self.cause is not None else self.note
 
     def blocked(self, now: float) -> bool:
         """Cooling hard: no request may go out."""
@@ -82,7 +82,7 @@ class Health:
         until = now + delay
         if until > self.cooling_until:
             self.cooling_until = until
-            self.cause, self.note = error, ""
+            self.cause, self.note = Told.of(error), ""
             self.kind = kind
             self.hard = server_delay is not None or kind == "rate_limited"
         return delay

@@ -2,7 +2,7 @@
 
 No captured text in any of them, except where an error's message may hold a server's
 words: their ``reason`` follows ``privacy.log_text`` as the log does, and their ``cause``
-(the error itself) lets MQTT apply ``privacy.mqtt_text`` instead."""
+(the message in both forms) lets MQTT apply ``privacy.mqtt_text`` instead."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from anyfill.daemon.errors import (
     ProtocolError,
     RateLimited,
     ServerError,
+    Told,
     UnsupportedFeature,
 )
 
@@ -94,7 +95,7 @@ class CooldownChanged:
     seconds_left: float = 0.0
     reason: str = ""
     """Why, as the terminal, the log and the tray may say it (``privacy.log_text``)."""
-    cause: BaseException | None = field(default=None, compare=False, repr=False)
+    cause: Told | None = field(default=None, compare=False, repr=False)
     """The failure behind it, for MQTT to tell under ``privacy.mqtt_text``."""
 
     @property

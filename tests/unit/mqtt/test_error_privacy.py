@@ -6,7 +6,9 @@ rule."""
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -77,3 +79,16 @@ def test_a_foreign_exception_is_only_named_without_the_switch() -> None:
     bug = ValueError(f"bad value {SECRET}")
     assert published(bug, with_text=False) == "ValueError"
     assert SECRET in published(bug, with_text=True)
+
+
+def test_a_cooldown_keeps_the_failures_words_not_the_failure() -> None:
+    """A cooldown lasts up to minutes: the failure's traceback (the frames of the request,
+    the document among them) must not live that long."""
+    error = echoed()
+    gone = weakref.ref(error)
+    health = Health()
+    health.fail(0.0, error, None)
+    del error
+    gc.collect()
+    assert gone() is None
+    assert SECRET in health.reason_told(with_text=True)
