@@ -4,6 +4,7 @@ versions, starts no session, shows no dialog."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import shutil
 import socket
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from anyfill.daemon.wayland.compositor import compositor_focus
+from anyfill.daemon.wayland.datacontrol import native_route
 from anyfill.daemon.wayland.kwin import KWinFocus, kwin_reachable
 from anyfill.daemon.wayland.session import (
     compositor,
@@ -48,28 +50,31 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
     except OSError as exc:
         return [("fail", "desktop", f"no Wayland display: cannot connect to {path} ({exc})")]
     lines: list[Line] = [("ok", "desktop", f"Wayland session ({kind}), display {path}")]
-    if shortcuts:
-        lines.append(("ok", "hotkeys", "GlobalShortcuts portal; 'anyfill trigger' works too"))
-    else:
-        lines.append(
-            (
-                "warn",
-                "hotkeys",
-                "no GlobalShortcuts portal: bind 'anyfill trigger complete' in your desktop's "
-                "keyboard settings (docs/wayland.md)",
-            )
+    lines.append(
+        ("ok", "hotkeys", "GlobalShortcuts portal; 'anyfill trigger' works too")
+        if shortcuts
+        else (
+            "warn",
+            "hotkeys",
+            "no GlobalShortcuts portal: bind 'anyfill trigger complete' in your desktop's "
+            "keyboard settings (docs/wayland.md)",
         )
+    )
     if importlib.util.find_spec("gi") is None:
         lines.append(("warn", "insertion", "paste only: install PyGObject for AT-SPI insertion"))
     else:
         lines.append(("ok", "insertion", "AT-SPI EditableText first (no keys, no clipboard)"))
     wl = all(shutil.which(tool) for tool in ("wl-copy", "wl-paste"))
-    if has_data_control(kind) and wl:
+    native, why_not = await asyncio.to_thread(native_route, environ)
+    if native:
+        lines.append(("ok", "clipboard", native))
+    elif has_data_control(kind) and wl:
         lines.append(
             (
-                "ok",
+                "warn",
                 "clipboard",
-                "data-control (wl-clipboard); a restore keeps text, or one other format",
+                "data-control (wl-clipboard): a restore keeps text or one other format, and"
+                f" the restore waits a fixed 0.3 s; native route unavailable: {why_not}",
             )
         )
     elif clipboard_portal and remote:
@@ -85,11 +90,11 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
     else:
         hint = "install wtype" if has_virtual_keyboard(kind) else "install xdg-desktop-portal"
         lines.append(("warn", "keys", f"no key route ({hint}): paste fallback unavailable"))
-    lines.append(_focus_line(environ, kwin_on_bus))
+    lines.append(focus_guard_line(environ, kwin_on_bus))
     return lines
 
 
-def _focus_line(environ: Mapping[str, str], kwin_on_bus: bool) -> Line:
+def focus_guard_line(environ: Mapping[str, str], kwin_on_bus: bool) -> Line:
     focus = compositor_focus(environ)
     if isinstance(focus, KWinFocus) and not kwin_on_bus:
         return ("warn", "focus guard", "AT-SPI's active window (KWin is not on the bus)")

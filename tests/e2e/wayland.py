@@ -86,9 +86,12 @@ class WaylandSession:
         )
         base.pop("NO_AT_BRIDGE", None)
         base.pop("DBUS_SESSION_BUS_ADDRESS", None)
-        # No portal backends, as on a sway desktop: xdg-desktop-portal 1.16 would otherwise
-        # fall back to KDE's backend (installed for tests/e2e/test_kde.py) for GlobalShortcuts
-        # and RemoteDesktop whenever it can start (e.g. QT_QPA_PLATFORM=offscreen inherited).
+        # The UI tests' QT_QPA_PLATFORM=offscreen (set in this process) would let services the
+        # bus activates start a Qt portal backend (xdg-desktop-portal-kde) off-screen: a
+        # GlobalShortcuts portal would then appear in a long run and not in a short one.
+        base.pop("QT_QPA_PLATFORM", None)
+        # And no portal backends at all, as on a sway desktop: xdg-desktop-portal 1.16 falls
+        # back to any installed backend (KDE's, for tests/e2e/test_kde.py) otherwise.
         (self.workdir / "portals").mkdir()
         base["XDG_DESKTOP_PORTAL_DIR"] = str(self.workdir / "portals")
         read_fd, write_fd = os.pipe()

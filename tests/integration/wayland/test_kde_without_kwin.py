@@ -1,6 +1,6 @@
 """A KDE session whose bus has no KWin (KWin crashed, or a nested session): the focus guard
-says so and uses AT-SPI's active window; doctor warns. On a private dbus-daemon; the real
-KWin is in tests/e2e/test_kde.py."""
+says so and uses AT-SPI's active window; doctor's focus line warns. On a private
+dbus-daemon; the real KWin is in tests/e2e/test_kde.py."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from dbus_fast.aio import MessageBus
 
 from anyfill.daemon.hotkeys import bindings_from
 from anyfill.daemon.wayland.desktop import WaylandDesktop
-from anyfill.daemon.wayland.report import wayland_report
+from anyfill.daemon.wayland.kwin import kwin_reachable
+from anyfill.daemon.wayland.report import focus_guard_line
 from tests.servers.portal import private_bus
 
 pytestmark = pytest.mark.skipif(
@@ -52,12 +54,19 @@ def _kde(address: str, display: Path, tmp_path: Path) -> dict[str, str]:
 async def test_doctor_warns_when_kwin_is_not_on_the_bus(
     address: str, display: Path, tmp_path: Path
 ) -> None:
-    lines = {
-        step: (status, text)
-        for status, step, text in await wayland_report(_kde(address, display, tmp_path))
-    }
-    assert lines["desktop"] == ("ok", f"Wayland session (kde), display {display}")
-    assert lines["focus guard"] == ("warn", "AT-SPI's active window (KWin is not on the bus)")
+    bus = await MessageBus(bus_address=address).connect()
+    try:
+        reachable = await kwin_reachable(bus)
+    finally:
+        bus.disconnect()
+    assert reachable is False
+    environ = _kde(address, display, tmp_path)
+    assert focus_guard_line(environ, reachable) == (
+        "warn",
+        "focus guard",
+        "AT-SPI's active window (KWin is not on the bus)",
+    )
+    assert focus_guard_line(environ, True) == ("ok", "focus guard", "KWin scripting (D-Bus)")
 
 
 async def test_the_guard_falls_back_to_atspi_and_says_why(
