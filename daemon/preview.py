@@ -120,10 +120,14 @@ class PreviewController:
         stop_watching: Callable[[], None] = _nothing
         focus_task: asyncio.Task[None] | None = None
         port = self._desktop.preview_input
+        caret, screen = context.caret, None
         try:
             if port is not None:
+                caret, screen = await port.locate(target, context.caret)
                 own = await port.grab_keys(bindings, lambda name: self._on_key(session, name))
                 grabbed = True
+                for name in port.refused_keys:
+                    bindings.pop(name, None)  # the user's own binding: not in the hint line
                 stop_watching = port.watch_activity(
                     lambda kind, code: self._on_activity(session, kind, code, own)
                 )
@@ -131,11 +135,12 @@ class PreviewController:
                 PreviewShown(
                     preview_id=session.preview_id,
                     app=target.app,
-                    caret=context.caret,
+                    caret=caret,
                     line_before=context.prefix.rsplit("\n", 1)[-1][-LINE_CONTEXT_CHARS:],
                     line_after=context.suffix.split("\n", 1)[0][:LINE_CONTEXT_CHARS],
                     monospace=looks_like_code(context.prefix[-400:] + context.suffix[:200]),
                     keys=tuple((name, str(hotkey)) for name, hotkey in bindings.items()),
+                    screen=screen,
                 )
             )
             focus_task = asyncio.create_task(self._watch_focus(session), name="preview-focus")
@@ -214,7 +219,13 @@ class PreviewController:
             return  # our popup keys and the modifiers: not the user typing in the app
         if self._desktop.keys.injecting:
             return
-        session.events.put_nowait(("closed", "typing" if kind == "key" else "click"))
+        if kind == "focus":  # code: the window now focused
+            if code != session.target.window_id:
+                session.events.put_nowait(("closed", "focus"))
+            return
+        if kind == "text" and session.target.pid is not None and code != session.target.pid:
+            return  # code: the process whose text changed; another app's is not typing
+        session.events.put_nowait(("closed", "typing" if kind in ("key", "text") else "click"))
 
     async def _watch_focus(self, session: _Session) -> None:
         while True:

@@ -31,6 +31,7 @@ from anyfill.daemon.wayland.keys import NoKeys, WtypeKeys
 from anyfill.daemon.wayland.portal.bus import PortalBus, PortalError
 from anyfill.daemon.wayland.portal.remote import PortalClipboard, PortalKeys, RemoteSession
 from anyfill.daemon.wayland.portal.shortcuts import PortalHotkeys
+from anyfill.daemon.wayland.preview_input import popup_input, popup_route
 from anyfill.daemon.wayland.session import (
     compositor,
     display_path,
@@ -51,6 +52,7 @@ class Routes:
     clipboard: str = "none"
     keys: str = "none"
     focus: str = "none"
+    preview: str = "none: the preview hotkey inserts directly"
 
     def lines(self) -> list[tuple[str, str]]:
         return [
@@ -59,6 +61,7 @@ class Routes:
             ("clipboard", self.clipboard),
             ("keys", self.keys),
             ("focus guard", self.focus),
+            ("preview popup", self.preview),
         ]
 
 
@@ -162,9 +165,11 @@ class WaylandDesktop:
         )
         windows = WaylandWindows(compositor_focus(self._env), AtspiFocus())
         routes.focus = windows.route
+        preview = await popup_input(self._env, keys, stack)
+        routes.preview = popup_route(self._env, preview)
         for step, route in routes.lines():
             log.info("wayland %s: %s", step, route)
-        return Desktop(keys, clipboard, windows, lost=lost, direct=direct)
+        return Desktop(keys, clipboard, windows, lost=lost, direct=direct, preview_input=preview)
 
     async def __aexit__(
         self,

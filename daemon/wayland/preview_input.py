@@ -1,0 +1,353 @@
+"""The preview popup's keys and the user's activity on sway, through sway's own IPC.
+
+No Wayland client may grab keys. sway can bind them for us: while the popup shows, each
+popup key is bound as ``bindsym <key> nop anyfill-preview <token> <name>`` and comes back
+as a ``binding`` event on a subscription (no process started per key); the bindings are
+removed the moment the popup closes, on errors, and at the daemon's exit, and a crash's
+leftovers are removed at the next start (they are written down first). A key the user
+already bound in the sway config is left alone: the popup goes without it, the log says
+so, and ``anyfill preview accept|dismiss|next|previous`` does the same from any binding.
+
+The popup closes when sway reports another window focused (``window`` events) and when
+the target application's text or caret changes (AT-SPI events: the user typed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from anyfill.daemon.context import CaretRect, ScreenArea
+from anyfill.daemon.desktop import Target
+from anyfill.daemon.errors import DesktopUnavailable
+from anyfill.daemon.hotkeys import Hotkey
+from anyfill.daemon.wayland.atspi_events import AtspiTextEvents
+from anyfill.daemon.wayland.keysyms import key_name
+from anyfill.daemon.wayland.sway_ipc import SwayEvents, SwayIpc, SwayIpcError
+
+log = logging.getLogger("anyfill.wayland.preview")
+
+PREFIX = "anyfill-preview"
+"""The word after ``nop`` that marks our bindings."""
+SWAY_MODIFIERS = {"ctrl": "Ctrl", "shift": "Shift", "alt": "Mod1", "cmd": "Mod4"}
+_MODIFIER_ALIASES = {
+    "control": "ctrl",
+    "ctrl": "ctrl",
+    "mod1": "alt",
+    "alt": "alt",
+    "mod4": "logo",
+    "super": "logo",
+    "logo": "logo",
+    "shift": "shift",
+}
+PUNCTUATION = {
+    "]": "bracketright",
+    "[": "bracketleft",
+    "{": "braceleft",
+    "}": "braceright",
+    ";": "semicolon",
+    ":": "colon",
+    "'": "apostrophe",
+    '"': "quotedbl",
+    ",": "comma",
+    ".": "period",
+    "/": "slash",
+    "\\": "backslash",
+    "-": "minus",
+    "=": "equal",
+    "+": "plus",
+    "`": "grave",
+    "<": "less",
+    ">": "greater",
+    "?": "question",
+    "!": "exclam",
+    "#": "numbersign",
+    " ": "space",
+}
+
+
+def sway_combo(hotkey: Hotkey) -> str:
+    """``<alt>+]`` -> ``Mod1+bracketright`` (sway's bindsym syntax, XKB keysym names)."""
+    key = hotkey.key
+    name = PUNCTUATION.get(key) or key_name(key)
+    return "+".join([*(SWAY_MODIFIERS[m] for m in hotkey.modifiers), name])
+
+
+def normalized(combo: str) -> frozenset[str]:
+    """A combination as a set of lower-case parts with one name per modifier, so that
+    ``Alt+Tab``, ``Mod1+tab`` and ``tab+mod1`` compare equal."""
+    parts = [p for p in combo.lower().split("+") if p]
+    return frozenset(_MODIFIER_ALIASES.get(p, p) for p in parts)
+
+
+def user_bindings(config: str) -> set[frozenset[str]]:
+    """The key combinations bound in the default mode of a sway config (``bindsym``
+    lines and ``bindsym { ... }`` blocks, ``$variables`` expanded; ``mode`` blocks and
+    ``bindcode`` are not the keys we bind)."""
+    variables: dict[str, str] = {}
+    blocks: list[str] = []
+    found: set[frozenset[str]] = set()
+    for raw in config.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line == "}":
+            if blocks:
+                blocks.pop()
+            continue
+        words = line.split()
+        if words[0] == "set" and len(words) >= 3 and not blocks:
+            variables[words[1]] = " ".join(words[2:])
+            continue
+        if line.endswith("{"):
+            blocks.append(words[0])
+            continue
+        if "mode" in blocks:
+            continue
+        if blocks and blocks[-1] == "bindsym":
+            combo = _first_combo(words)
+        elif not blocks and words[0] == "bindsym":
+            combo = _first_combo(words[1:])
+        else:
+            continue
+        if combo:
+            found.add(normalized(_expand(combo, variables)))
+    return found
+
+
+def _first_combo(words: list[str]) -> str:
+    return next((w for w in words if not w.startswith("--")), "")
+
+
+def _expand(text: str, variables: Mapping[str, str]) -> str:
+    for name in sorted(variables, key=len, reverse=True):
+        text = text.replace(name, variables[name])
+    return text
+
+
+class SwayPreviewInput:
+    """The :class:`~anyfill.daemon.desktop.PreviewInput` port on sway."""
+
+    def __init__(self, socket_path: str, state_dir: Path) -> None:
+        self._ipc = SwayIpc(socket_path)
+        self._socket_path = socket_path
+        digest = hashlib.sha1(socket_path.encode(), usedforsecurity=False).hexdigest()[:12]
+        self._state = state_dir / f"sway-preview-keys-{digest}.json"
+        self._tokens = itertools.count(1)
+        self._token = ""
+        self._bound: list[str] = []
+        self._events: SwayEvents | None = None
+        self._on_key: Callable[[str], None] | None = None
+        self._on_activity: Callable[[str, int], None] | None = None
+        self._typing: asyncio.Task[None] | None = None
+        self._refused: dict[str, str] = {}
+        self._warned: set[str] = set()
+
+    @property
+    def refused_keys(self) -> dict[str, str]:
+        return dict(self._refused)
+
+    @property
+    def bound(self) -> tuple[str, ...]:
+        """The combinations bound in sway right now (for doctor and the tests' logs)."""
+        return tuple(self._bound)
+
+    # -- keys -----------------------------------------------------------------------------
+
+    async def clear_leftovers(self) -> None:
+        """Remove bindings a previous run could not (it was killed), as written down."""
+        try:
+            combos = json.loads(self._state.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        if isinstance(combos, list) and combos:
+            log.info("removing %d popup key binding(s) left in sway by a previous run", len(combos))
+            with contextlib.suppress(SwayIpcError):
+                await self._ipc.command("; ".join(f"unbindsym {c}" for c in combos))
+        self._state.unlink(missing_ok=True)
+
+    async def grab_keys(
+        self, bindings: Mapping[str, Hotkey], on_key: Callable[[str], None]
+    ) -> frozenset[int]:
+        await self.release_keys()
+        taken = user_bindings(await self._ipc.config())
+        self._refused = {}
+        combos: dict[str, str] = {}
+        for name, hotkey in bindings.items():
+            combo = sway_combo(hotkey)
+            if normalized(combo) in taken:
+                self._refused[name] = f"{combo} is bound in your sway config"
+                self._warn_taken(name, combo)
+            else:
+                combos[name] = combo
+        self._token = f"{os.getpid()}-{next(self._tokens)}"
+        self._on_key = on_key
+        self._events = SwayEvents(self._socket_path, self._on_event)
+        await self._events.open(["binding", "window"])
+        self._write_state([*combos.values()])
+        self._bound = [*combos.values()]  # from here on, release_keys unbinds them
+        commands = [
+            f"bindsym {combo} nop {PREFIX} {self._token} {name}" for name, combo in combos.items()
+        ]
+        results = await self._ipc.command("; ".join(commands)) if commands else []
+        failed = [r.get("error", "refused") for r in results if not r.get("success")]
+        if failed:
+            raise DesktopUnavailable(f"sway refused the popup keys: {'; '.join(failed)}")
+        log.debug("popup keys bound in sway: %s", ", ".join(self._bound))
+        return frozenset()
+
+    async def release_keys(self) -> None:
+        bound, self._bound = self._bound, []
+        events, self._events = self._events, None
+        self._on_key = None
+        try:
+            if bound:
+                results = await self._ipc.command("; ".join(f"unbindsym {c}" for c in bound))
+                failed = [c for c, r in zip(bound, results, strict=False) if not r.get("success")]
+                if failed:
+                    log.warning("sway kept popup key binding(s) %s", ", ".join(failed))
+                else:
+                    self._state.unlink(missing_ok=True)
+                log.debug("popup keys unbound in sway: %s", ", ".join(bound))
+        except SwayIpcError as exc:
+            log.warning("could not remove the popup keys from sway (next start will): %s", exc)
+        finally:
+            if events is not None:
+                await events.close()
+
+    def _write_state(self, combos: list[str]) -> None:
+        try:
+            self._state.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._state.write_text(json.dumps(combos), encoding="utf-8")
+        except OSError as exc:
+            log.debug("cannot note the popup keys in %s: %s", self._state, exc)
+
+    def _warn_taken(self, name: str, combo: str) -> None:
+        if combo in self._warned:
+            return
+        self._warned.add(combo)
+        command = "accept" if name.startswith("accept") else name
+        log.warning(
+            "the preview key %s is bound in your sway config, so anyfill leaves it to you; "
+            "bind another key to 'exec anyfill preview %s', or choose another key in [ui]",
+            combo,
+            command,
+        )
+
+    def _on_event(self, kind: str, payload: Mapping[str, Any]) -> None:
+        if kind == "binding":
+            command = str((payload.get("binding") or {}).get("command") or "")
+            words = command.split()
+            if len(words) == 4 and words[1:3] == [PREFIX, self._token] and self._on_key:
+                self._on_key(words[3])
+        elif kind == "window" and payload.get("change") == "focus":
+            container = payload.get("container") or {}
+            if self._on_activity is not None and isinstance(container.get("id"), int):
+                self._on_activity("focus", int(container["id"]))
+
+    # -- activity -------------------------------------------------------------------------
+
+    def watch_activity(self, on_activity: Callable[[str, int], None]) -> Callable[[], None]:
+        self._on_activity = on_activity
+        typing = asyncio.get_running_loop().create_task(
+            self._watch_typing(on_activity), name="preview-typing"
+        )
+        self._typing = typing
+
+        def stop() -> None:
+            if self._on_activity is on_activity:
+                self._on_activity = None
+            typing.cancel()
+
+        return stop
+
+    async def _watch_typing(self, on_activity: Callable[[str, int], None]) -> None:
+        try:
+            async with AtspiTextEvents(lambda pid: on_activity("text", pid)):
+                await asyncio.Event().wait()
+        except (OSError, RuntimeError, TimeoutError, ValueError) as exc:
+            log.info("no AT-SPI text events, so typing does not close the popup: %s", exc)
+
+    # -- where --------------------------------------------------------------------------
+
+    async def locate(
+        self, target: Target, caret: CaretRect | None
+    ) -> tuple[CaretRect | None, ScreenArea | None]:
+        """AT-SPI's caret is relative to the window on Wayland: add the window's place in
+        sway's layout. Without a caret, the window's top-left corner stands in for it."""
+        try:
+            tree = await self._ipc.tree()
+        except SwayIpcError as exc:
+            log.debug("no window position from sway: %s", exc)
+            return None, None
+        for node, output in _walk(tree, None):
+            if node.get("id") != target.window_id:
+                continue
+            rect, inner = node.get("rect") or {}, node.get("window_rect") or {}
+            left = int(rect.get("x", 0)) + int(inner.get("x", 0))
+            top = int(rect.get("y", 0)) + int(inner.get("y", 0))
+            screen = _screen(output)
+            if caret is None:
+                return CaretRect(left, top, 1, 1), screen
+            return CaretRect(left + caret.x, top + caret.y, caret.width, caret.height), screen
+        return None, None
+
+
+def _walk(
+    node: Mapping[str, Any], output: Mapping[str, Any] | None
+) -> Iterator[tuple[Mapping[str, Any], Mapping[str, Any] | None]]:
+    if node.get("type") == "output":
+        output = node
+    yield node, output
+    for child in (*node.get("nodes", ()), *node.get("floating_nodes", ())):
+        yield from _walk(child, output)
+
+
+def _screen(output: Mapping[str, Any] | None) -> ScreenArea | None:
+    if output is None:
+        return None
+    rect = output.get("rect") or {}
+    return ScreenArea(
+        str(output.get("name") or ""),
+        int(rect.get("x", 0)),
+        int(rect.get("y", 0)),
+        int(rect.get("width", 0)),
+        int(rect.get("height", 0)),
+    )
+
+
+async def popup_input(
+    environ: Mapping[str, str], keys: object, stack: contextlib.AsyncExitStack
+) -> SwayPreviewInput | None:
+    """The popup's key route for this session: sway's IPC (with wtype, which hands a key
+    back to the application when there is nothing to accept), else none (the preview
+    hotkey then inserts directly)."""
+    from anyfill.daemon.control.paths import control_dir
+    from anyfill.daemon.wayland.keys import WtypeKeys
+
+    swaysock = environ.get("SWAYSOCK", "")
+    if not swaysock or not isinstance(keys, WtypeKeys):
+        return None
+    port = SwayPreviewInput(swaysock, Path(control_dir()))
+    await port.clear_leftovers()
+    stack.push_async_callback(port.release_keys)
+    return port
+
+
+def popup_route(environ: Mapping[str, str], port: SwayPreviewInput | None) -> str:
+    if port is not None:
+        return (
+            "at the caret on a layer surface (wlr-layer-shell), keys bound through sway's IPC "
+            "while it shows"
+        )
+    if environ.get("SWAYSOCK"):
+        return "none: install wtype; the preview hotkey inserts directly"
+    return "none on this compositor: the preview hotkey inserts directly (docs/wayland.md)"

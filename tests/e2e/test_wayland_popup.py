@@ -1,0 +1,278 @@
+"""The preview popup on native Wayland, for real: sway headless, native Wayland Mousepad,
+``anyfill run`` with its Qt side on the Wayland platform, the loopback llama.cpp responder.
+
+What the user sees and gets: the popup is drawn on a layer surface at the caret (checked
+against AT-SPI's caret plus sway's window position, and by the pixels sway composited,
+read back with grim), Mousepad keeps the keyboard focus (sway's tree), Tab inserts the
+streamed completion with the clipboard intact, Esc closes the HTTP stream and leaves the
+document alone, a focus change or typing closes the popup, and once it is closed Tab types
+a tab again and the user's own sway binding on a popup key still runs.
+
+``ANYFILL_SCREENSHOTS=DIR`` also saves the picture of docs/wayland.md into DIR.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.harness import Daemon, Outcome, daemon_config, wait_until
+from tests.e2e.test_qt_target import answer_next
+from tests.e2e.wayland import UNUSABLE, Editor, WaylandSession, open_mousepad
+from tests.servers.http import LoopbackServer
+from tests.servers.llamacpp import LlamaCpp
+from tests.servers.script import Reply
+
+pytestmark = [
+    pytest.mark.desktop,
+    pytest.mark.skipif(bool(UNUSABLE), reason=UNUSABLE),
+    pytest.mark.skipif(shutil.which("grim") is None, reason="needs grim (.ci/apt-packages.txt)"),
+]
+
+USER_CLIP = "the user's clipboard ✓ (popup)"
+DOCUMENT = ("def area(r):", "    return ", "", "print(area(2))")
+CARET_LINE, CARET_COLUMN = 2, 11
+WINDOW = (160, 120, 820, 460)
+"""Mousepad floats here (x, y, width, height): the caret's window-relative position must
+be moved by the window's place in the layout."""
+USER_BINDING = "Mod1+bracketleft"
+"""The user's own binding on a popup key (Alt+[ cycles back by default)."""
+SCREENSHOTS = os.environ.get("ANYFILL_SCREENSHOTS", "")
+SHOWN = re.compile(r"popup (\d+) shown at \((-?\d+), (-?\d+)\) on a layer surface")
+CARET = """
+import gi
+gi.require_version("Atspi", "2.0")
+from gi.repository import Atspi
+desktop = Atspi.get_desktop(0)
+def find(node, depth=0):
+    if node is None or depth > 40:
+        return None
+    states = node.get_state_set()
+    if states.contains(Atspi.StateType.FOCUSED) and "Text" in node.get_interfaces():
+        return node
+    for i in range(node.get_child_count()):
+        found = find(node.get_child_at_index(i), depth + 1)
+        if found is not None:
+            return found
+for i in range(desktop.get_child_count()):
+    app = desktop.get_child_at_index(i)
+    if app is not None and app.get_process_id() == {pid}:
+        text = find(app)
+        offset = Atspi.Text.get_caret_offset(text)
+        box = Atspi.Text.get_character_extents(text, offset, Atspi.CoordType.WINDOW)
+        print(box.x, box.y, box.width, box.height)
+"""
+
+
+@pytest.fixture(scope="module")
+def wl() -> Iterator[WaylandSession]:
+    binding = f'bindsym {USER_BINDING} exec touch "$HOME/popup-user-binding-ran"\n'
+    with WaylandSession.start(binding) as session:
+        yield session
+
+
+@pytest.fixture(scope="module")
+def tray(wl: WaylandSession, llama: tuple[LlamaCpp, LoopbackServer]) -> Iterator[Daemon]:
+    config = daemon_config(llama[1].url).replace('level = "INFO"', 'level = "DEBUG"')
+    daemon = Daemon(wl, config, "anyfill-popup", headless=False)  # type: ignore[arg-type]
+    yield daemon
+    assert daemon.stop() == 0
+    assert "the core did not stop" not in daemon.log()
+
+
+@pytest.fixture
+def editor(wl: WaylandSession) -> Iterator[Editor]:
+    text = "\n".join(DOCUMENT) + "\n"
+    opened = open_mousepad(wl, text, CARET_LINE, CARET_COLUMN)
+    x, y, width, height = WINDOW
+    wl.run(
+        "swaymsg",
+        f"[con_id={opened.con_id}] floating enable, resize set {width} {height}, "
+        f"move absolute position {x} {y}",
+    )
+    wait_until(lambda: _rect(wl, opened.con_id)[:2] == (x, y), 5, "Mousepad to float in place")
+    wl.set_clipboard(USER_CLIP)
+    yield opened
+    opened.close()
+
+
+def _rect(wl: WaylandSession, con_id: int) -> tuple[int, int, int, int]:
+    node = next(n for n in wl.windows() if n.get("id") == con_id)
+    rect, inner = node["rect"], node["window_rect"]
+    return rect["x"] + inner["x"], rect["y"] + inner["y"], inner["width"], inner["height"]
+
+
+def caret_on_screen(wl: WaylandSession, editor: Editor) -> tuple[int, int, int, int]:
+    """AT-SPI's caret (relative to the window on Wayland) plus the window's place."""
+    out = wl.run(sys.executable, "-c", CARET.replace("{pid}", str(editor.process.pid)))
+    x, y, width, height = (int(v) for v in out.split())
+    left, top, _, _ = _rect(wl, editor.con_id)
+    return left + x, top + y, width, height
+
+
+def press_preview(wl: WaylandSession, tray: Daemon) -> tuple[int, int]:
+    """Trigger the preview as a bound key would; the popup's top-left corner once shown."""
+    shown = len(SHOWN.findall(tray.log()))
+    code, out = tray.cli("trigger", "preview")
+    assert code == 0, out
+    wait_until(lambda: len(SHOWN.findall(tray.log())) > shown, 10, "the popup on its layer")
+    _, x, y = SHOWN.findall(tray.log())[-1]
+    return int(x), int(y)
+
+
+def next_outcome(tray: Daemon, before: int) -> Outcome:
+    return tray.wait_outcome(before + 1, within=15)
+
+
+def screenshot(wl: WaylandSession, name: str) -> Path:
+    path = Path(SCREENSHOTS) / name if SCREENSHOTS else wl.workdir / name
+    wl.run("grim", str(path))
+    return path
+
+
+def pixel(path: Path, x: int, y: int) -> tuple[int, int, int]:
+    from PySide6.QtGui import QImage
+
+    colour = QImage(str(path)).pixelColor(x, y)
+    return colour.red(), colour.green(), colour.blue()
+
+
+def saved_with_mark(wl: WaylandSession, editor: Editor) -> str:
+    """The document as saved after typing '|' at the caret."""
+    wl.type_text("|")
+    return wait_until(lambda: _with_mark(editor.save()), 5, "the typed mark in the document")
+
+
+def _with_mark(saved: str) -> str:
+    return saved if "|" in saved else ""
+
+
+def tab_reaches_mousepad(wl: WaylandSession, editor: Editor) -> str:
+    wl.run("wtype", "-k", "Tab")
+    return saved_with_mark(wl, editor)
+
+
+def caret_offset() -> int:
+    return sum(len(line) + 1 for line in DOCUMENT[: CARET_LINE - 1]) + CARET_COLUMN
+
+
+def test_the_popup_shows_at_the_caret_and_tab_inserts_the_completion(
+    wl: WaylandSession, tray: Daemon, editor: Editor, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, _ = llama
+    answer_next(responder, Reply(text="3.14159 * r * r", chunk_delay_s=0.05))
+    before = len(tray.outcomes())
+    caret = caret_on_screen(wl, editor)
+
+    x, y = press_preview(wl, tray)
+
+    # Below the caret (4 px gap), its left edge on the caret's.
+    assert abs(x - caret[0]) <= 3, (x, y, caret)
+    assert abs(y - (caret[1] + caret[3] + 4)) <= 3, (x, y, caret)
+    wait_until(lambda: " characters (final)" in tray.log(), 10, "the final text in the popup")
+    assert tray.log().count(" characters\n") >= 2  # streamed: partial texts came first
+    assert wl.focused_window().get("id") == editor.con_id  # the popup never took the focus
+    shot = screenshot(wl, "wayland-preview-popup-full.png")
+    border, outside = pixel(shot, x, y + 12), pixel(shot, x - 3, y + 12)
+    # The popup's grey border where the log says it is; Mousepad's white text area beside it.
+    assert max(border) < 200, (border, outside)
+    assert min(outside) > 230, (border, outside)
+
+    wl.run("wtype", "-k", "Tab")
+    outcome = next_outcome(tray, before)
+    assert (outcome.status, outcome.app) == ("inserted", "mousepad"), outcome
+    assert wl.get_clipboard() == USER_CLIP
+    expected = editor.path.read_text(encoding="utf-8")
+    caret_at = caret_offset()
+    assert saved_with_mark(wl, editor) == (
+        expected[:caret_at] + "3.14159 * r * r|" + expected[caret_at:]
+    )
+
+
+def test_esc_closes_the_stream_and_the_keys_go_back_to_the_application(
+    wl: WaylandSession, tray: Daemon, editor: Editor, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, server = llama
+    answer_next(responder, Reply(text="x" * 40, chunks=["x"] * 40, chunk_delay_s=0.1))
+    before, closed = len(tray.outcomes()), len(server.disconnects)
+    press_preview(wl, tray)
+    wait_until(lambda: " characters\n" in tray.log().rsplit(" shown at ", 1)[1], 10, "text")
+    wl.run("wtype", "-k", "Escape")
+    outcome = next_outcome(tray, before)
+    assert (outcome.status, outcome.reason) == ("dismissed", "dismissed"), outcome
+    wait_until(lambda: len(server.disconnects) > closed, 5, "the HTTP stream to close")
+    assert server.disconnects[-1].chunks_sent < 40
+    assert not editor.modified()
+    # No binding is left: Tab is Mousepad's again.
+    text = editor.path.read_text(encoding="utf-8")
+    assert (
+        tab_reaches_mousepad(wl, editor) == text[: caret_offset()] + "\t|" + text[caret_offset() :]
+    )
+    assert "popup keys unbound in sway" in tray.log()
+
+
+def test_a_focus_change_closes_the_popup(
+    wl: WaylandSession, tray: Daemon, editor: Editor, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    other = open_mousepad(wl, "another window\n", 1, 3, window=2)
+    try:
+        wl.focus(editor.con_id)
+        responder, server = llama
+        answer_next(responder, Reply(text="y" * 30, chunks=["y"] * 30, chunk_delay_s=0.1))
+        before, closed = len(tray.outcomes()), len(server.disconnects)
+        press_preview(wl, tray)
+        wl.focus(other.con_id)
+        outcome = next_outcome(tray, before)
+        assert (outcome.status, outcome.reason) == ("dismissed", "focus"), outcome
+        wait_until(lambda: len(server.disconnects) > closed, 5, "the HTTP stream to close")
+        assert not editor.modified()
+        assert not other.modified()
+    finally:
+        other.close()
+
+
+def test_typing_in_the_target_closes_the_popup(
+    wl: WaylandSession, tray: Daemon, editor: Editor, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, _ = llama
+    answer_next(responder, Reply(text="never shown", delay_s=3.0))
+    before = len(tray.outcomes())
+    press_preview(wl, tray)
+    wl.type_text("a")
+    outcome = next_outcome(tray, before)
+    assert (outcome.status, outcome.reason) == ("dismissed", "typing"), outcome
+    text = editor.path.read_text(encoding="utf-8")
+    caret = caret_offset()
+    assert saved_with_mark(wl, editor) == text[:caret] + "a|" + text[caret:]
+
+
+def test_the_users_own_binding_on_a_popup_key_is_left_alone(
+    wl: WaylandSession, tray: Daemon, editor: Editor, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    marker = wl.workdir / "popup-user-binding-ran"
+    responder, _ = llama
+    answer_next(responder, Reply(text="kept", chunk_delay_s=0.05))
+    before = len(tray.outcomes())
+    press_preview(wl, tray)
+    log = tray.log()
+    assert f"the preview key {USER_BINDING} is bound in your sway config" in log
+    bound = log.rsplit("popup keys bound in sway: ", 1)[1].split("\n", 1)[0].split(", ")
+    assert "Mod1+bracketright" in bound, bound
+    assert USER_BINDING not in bound, bound
+    # The documented way around it, from any binding or a terminal.
+    code, out = tray.cli("preview", "dismiss")
+    assert code == 0, out
+    outcome = next_outcome(tray, before)
+    assert (outcome.status, outcome.reason) == ("dismissed", "dismissed"), outcome
+    # The user's binding still runs (sway's working directory is the session's home).
+    wl.run("wtype", "-M", "alt", "-k", "bracketleft", "-m", "alt")
+    wait_until(marker.exists, 5, "the user's own Alt+[ binding to run")
+    code, out = tray.cli("preview", "accept")
+    assert code == 1
+    assert "no preview is showing" in out
