@@ -342,12 +342,14 @@ async def popup_input(
     return port
 
 
-def popup_route(environ: Mapping[str, str], port: SwayPreviewInput | None) -> str:
-    if port is not None:
-        return (
-            "at the caret on a layer surface (wlr-layer-shell), keys bound through sway's IPC "
-            "while it shows"
-        )
+def popup_route(environ: Mapping[str, str], *, installed: bool) -> str:
+    """What the preview hotkey shows in this session (``installed``: the popup's key route
+    is there: sway with wtype)."""
     if environ.get("SWAYSOCK"):
-        return "none: install wtype; the preview hotkey inserts directly"
+        if installed:
+            return (
+                "at the caret on a layer surface (wlr-layer-shell), its keys bound through "
+                "sway's IPC while it shows (with `anyfill run`)"
+            )
+        return "none: install wtype for the popup; the preview hotkey inserts directly"
     return "none on this compositor: the preview hotkey inserts directly (docs/wayland.md)"

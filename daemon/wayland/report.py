@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from anyfill.daemon.wayland.compositor import compositor_focus
+from anyfill.daemon.wayland.preview_input import popup_route
 from anyfill.daemon.wayland.session import (
     compositor,
     display_path,
@@ -87,5 +88,8 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
         ("ok", "focus guard", focus.name)
         if focus is not None
         else ("ok", "focus guard", "AT-SPI's active window")
+    )
+    lines.append(
+        ("ok", "preview popup", popup_route(environ, installed=bool(shutil.which("wtype"))))
     )
     return lines

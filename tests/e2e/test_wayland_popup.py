@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -276,3 +277,49 @@ def test_the_users_own_binding_on_a_popup_key_is_left_alone(
     code, out = tray.cli("preview", "accept")
     assert code == 1
     assert "no preview is showing" in out
+
+
+def test_doctor_names_the_popup_route(wl: WaylandSession, tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[[backends]]\nname = "x"\ntype = "llamacpp"\nurl = "http://127.0.0.1:9"\n'
+        '[routing]\ndefault = ["x"]\n'
+    )
+    out = wl.run(
+        sys.executable, "-m", "anyfill.daemon.cli", "--config", str(config), "doctor", check=False
+    )
+    popup = next(line for line in out.splitlines() if "preview popup" in line)
+    assert popup.split()[0] == "ok", out
+    assert "at the caret on a layer surface (wlr-layer-shell)" in popup
+    assert "sway's IPC" in popup
+
+
+def test_no_binding_is_left_behind_at_exit_or_after_a_crash(
+    wl: WaylandSession, editor: Editor, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    config = daemon_config(llama[1].url).replace('level = "INFO"', 'level = "DEBUG"')
+    responder, _ = llama
+    text = editor.path.read_text(encoding="utf-8")
+    caret = caret_offset()
+
+    # Stopped while the popup shows: its keys go with it.
+    first = Daemon(wl, config, "anyfill-exit", headless=False)  # type: ignore[arg-type]
+    answer_next(responder, Reply(text="late", delay_s=5.0))
+    press_preview(wl, first)
+    assert first.stop() == 0
+    assert "popup keys unbound in sway" in first.log()
+    wl.run("wtype", "-k", "Tab")
+
+    # Killed while the popup shows: the keys stay bound in sway (Tab does nothing) until
+    # the next start removes them, as written down.
+    killed = Daemon(wl, config, "anyfill-killed", runtime_dir=first.runtime_dir, headless=False)  # type: ignore[arg-type]
+    answer_next(responder, Reply(text="late", delay_s=5.0))
+    press_preview(wl, killed)
+    killed.stop(signal.SIGKILL)
+    wl.run("wtype", "-k", "Tab")  # sway's leftover binding takes it: nothing typed
+    again = Daemon(wl, config, "anyfill-again", runtime_dir=first.runtime_dir, headless=False)  # type: ignore[arg-type]
+    try:
+        assert "popup key binding(s) left in sway by a previous run" in again.log()
+        assert tab_reaches_mousepad(wl, editor) == text[:caret] + "\t\t|" + text[caret:]
+    finally:
+        assert again.stop() == 0
