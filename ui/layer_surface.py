@@ -198,8 +198,12 @@ class LayerPresenter(QObject):
         image, x, y = self._pending
         self._pending = None
         frame = self._frame_for(image)
-        self._layer.set_size(image.width(), image.height())
+        # Qt renders at its screen's scale (2 on a HiDPI output): the surface's size is in
+        # logical pixels, the buffer says its scale. Fractional scales are rounded.
+        scale = max(round(image.devicePixelRatio()), 1)
+        self._layer.set_size(image.width() // scale, image.height() // scale)
         self._layer.set_margin(y, 0, 0, x)
+        self._surface.set_buffer_scale(scale)
         self._surface.attach(frame.buffer, 0, 0)
         self._surface.damage_buffer(0, 0, image.width(), image.height())
         self._surface.commit()
