@@ -146,11 +146,15 @@ class LayerPresenter(QObject):
         return self._layer is not None
 
     def close(self) -> None:
-        self.hide()
         self._notifier.setEnabled(False)
-        self._display.roundtrip()  # the compositor released our buffers
+        try:
+            self.hide()
+            self._display.roundtrip()  # the compositor released our buffers
+        except (RuntimeError, OSError) as exc:
+            log.debug("the compositor went away first: %s", exc)
         for frame in self._frames:
-            frame.free()
+            frame.memory.close()
+            os.close(frame.fd)
         self._frames.clear()
         self._display.disconnect()
 

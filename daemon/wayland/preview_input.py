@@ -169,15 +169,31 @@ class SwayPreviewInput:
         except (OSError, ValueError):
             return
         if isinstance(combos, list) and combos:
-            log.info("removing %d popup key binding(s) left in sway by a previous run", len(combos))
             with contextlib.suppress(SwayIpcError):
-                await self._ipc.command("; ".join(f"unbindsym {c}" for c in combos))
+                # One the user bound in the config since (and reloaded) is theirs now.
+                taken = user_bindings(await self._ipc.config())
+                ours = [c for c in map(str, combos) if normalized(c) not in taken]
+                log.info(
+                    "removing %d popup key binding(s) left in sway by a previous run", len(ours)
+                )
+                if ours:
+                    await self._ipc.command("; ".join(f"unbindsym {c}" for c in ours))
         self._state.unlink(missing_ok=True)
 
     async def grab_keys(
         self, bindings: Mapping[str, Hotkey], on_key: Callable[[str], None]
     ) -> frozenset[int]:
         await self.release_keys()
+        try:
+            await self._bind(bindings, on_key)
+        except BaseException as exc:
+            await self.release_keys()  # what was bound before the failure goes too
+            if isinstance(exc, SwayIpcError):
+                raise DesktopUnavailable(f"cannot bind the popup keys in sway: {exc}") from exc
+            raise
+        return frozenset()  # sway takes the keys before any application: none to filter
+
+    async def _bind(self, bindings: Mapping[str, Hotkey], on_key: Callable[[str], None]) -> None:
         taken = user_bindings(await self._ipc.config())
         self._refused = {}
         combos: dict[str, str] = {}
@@ -202,7 +218,6 @@ class SwayPreviewInput:
         if failed:
             raise DesktopUnavailable(f"sway refused the popup keys: {'; '.join(failed)}")
         log.debug("popup keys bound in sway: %s", ", ".join(self._bound))
-        return frozenset()
 
     async def release_keys(self) -> None:
         bound, self._bound = self._bound, []
