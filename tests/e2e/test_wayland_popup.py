@@ -227,7 +227,9 @@ def test_a_focus_change_closes_the_popup(
         responder, server = llama
         answer_next(responder, Reply(text="y" * 30, chunks=["y"] * 30, chunk_delay_s=0.1))
         before, closed = len(tray.outcomes()), len(server.disconnects)
+        asked = len(server.requests)
         press_preview(wl, tray)
+        wait_until(lambda: len(server.requests) > asked, 5, "the request to reach the backend")
         wl.focus(other.con_id)
         outcome = next_outcome(tray, before)
         assert (outcome.status, outcome.reason) == ("dismissed", "focus"), outcome
@@ -236,6 +238,41 @@ def test_a_focus_change_closes_the_popup(
         assert not other.modified()
     finally:
         other.close()
+
+
+def test_tab_with_nothing_to_accept_yet_is_typed_into_the_application(
+    wl: WaylandSession, tray: Daemon, editor: Editor, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, _ = llama
+    answer_next(responder, Reply(text="late", delay_s=3.0))
+    before = len(tray.outcomes())
+    press_preview(wl, tray)
+    wl.run("wtype", "-k", "Tab")  # "thinking…": sway hands it to us, we hand it back
+    outcome = next_outcome(tray, before)
+    assert outcome.status == "dismissed", outcome
+    assert "went to the application" in outcome.reason
+    text = editor.path.read_text(encoding="utf-8")
+    caret = caret_offset()
+    assert saved_with_mark(wl, editor) == text[:caret] + "\t|" + text[caret:]
+
+
+def test_alt_bracket_asks_for_an_alternative_and_tab_inserts_it(
+    wl: WaylandSession, tray: Daemon, editor: Editor, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, server = llama
+    answer_next(responder, Reply(text="first"), Reply(text="second"))
+    before, asked = len(tray.outcomes()), len(server.requests)
+    press_preview(wl, tray)
+    wait_until(lambda: " characters (final)" in tray.log().rsplit(" shown at ", 1)[1], 5, "text")
+    wl.run("wtype", "-M", "alt", "-k", "bracketright", "-m", "alt")
+    wait_until(lambda: len(server.requests) >= asked + 2, 5, "the alternative's request")
+    wait_until(lambda: tray.log().count(" characters (final)") >= 2, 5, "the alternative")
+    wl.run("wtype", "-k", "Tab")
+    outcome = next_outcome(tray, before)
+    assert (outcome.status, outcome.chars) == ("inserted", len("second")), outcome
+    text = editor.path.read_text(encoding="utf-8")
+    caret = caret_offset()
+    assert saved_with_mark(wl, editor) == text[:caret] + "second|" + text[caret:]
 
 
 def test_typing_in_the_target_closes_the_popup(
