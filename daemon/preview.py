@@ -34,6 +34,7 @@ from anyfill.daemon.hotkeys import Hotkey, parse_hotkey
 log = logging.getLogger("anyfill.preview")
 
 FOCUS_POLL_S = 0.05
+TRIGGER_HINT = "preview shortcut again: insert   ·   cancel shortcut: dismiss"
 LINE_CONTEXT_CHARS = 60
 """How much of the prefix's last line and the suffix's first line the popup shows."""
 _CODE_HINTS = ("{", "}", "(", ")", ";", "=", "def ", "return", "import ", "    ", "\t", "#")
@@ -62,6 +63,8 @@ class _Session:
     events: asyncio.Queue[tuple[str, object]] = field(default_factory=asyncio.Queue)
     accept_pending: str = ""
     """The accept key pressed while text was still streaming: insert when it is done."""
+    trigger_accepts: bool = False
+    """No accept key could be taken: the completion shortcut pressed again inserts."""
 
     @property
     def current(self) -> _Alternative:
@@ -86,6 +89,11 @@ class PreviewController:
     @property
     def visible(self) -> bool:
         return self._session is not None
+
+    @property
+    def trigger_accepts(self) -> bool:
+        """A completion shortcut pressed now inserts the preview (see :data:`TRIGGER_HINT`)."""
+        return self._session is not None and self._session.trigger_accepts
 
     def command(self, command: PreviewCommand) -> bool:
         session = self._session
@@ -126,7 +134,11 @@ class PreviewController:
                 caret, screen = await port.locate(target, context.caret)
                 own = await port.grab_keys(bindings, lambda name: self._on_key(session, name))
                 grabbed = True
-                for name in port.refused_keys:
+                refused = port.refused_keys
+                session.trigger_accepts = all(
+                    name in refused for name in bindings if name.startswith("accept")
+                )
+                for name in refused:
                     bindings.pop(name, None)  # the user's own binding: not in the hint line
                 stop_watching = port.watch_activity(
                     lambda kind, code: self._on_activity(session, kind, code, own)
@@ -141,6 +153,7 @@ class PreviewController:
                     monospace=looks_like_code(context.prefix[-400:] + context.suffix[:200]),
                     keys=tuple((name, str(hotkey)) for name, hotkey in bindings.items()),
                     screen=screen,
+                    hint=TRIGGER_HINT if session.trigger_accepts else "",
                 )
             )
             focus_task = asyncio.create_task(self._watch_focus(session), name="preview-focus")

@@ -172,12 +172,19 @@ class TrayApp(QObject):
             return
         if isinstance(event, PreviewShown):
             self.popup.open_for(event)
-            log.debug(
-                "popup %d shown at %s%s",
-                event.preview_id,
-                self.popup.position().toTuple(),
-                " on a layer surface" if self.popup.on_layer_surface else "",
-            )
+            if self.popup.at_fixed_place:
+                log.debug(
+                    "popup %d shown at the top of the screen, %s, on a layer surface",
+                    event.preview_id,
+                    self.popup.size().toTuple(),
+                )
+            else:
+                log.debug(
+                    "popup %d shown at %s%s",
+                    event.preview_id,
+                    self.popup.position().toTuple(),
+                    " on a layer surface" if self.popup.on_layer_surface else "",
+                )
         elif isinstance(event, PreviewClosed):
             self.popup.close_for(event.preview_id)
             log.debug("popup %d closed: %s", event.preview_id, event.reason)

@@ -28,6 +28,9 @@ log = logging.getLogger("anyfill.ui.layer")
 NAMESPACE = "anyfill-preview"
 """The layer surface's namespace: what compositor rules (Hyprland layerrule) match."""
 _FORMAT_ARGB8888 = 0
+FIXED_TOP_MARGIN = 96
+"""Where a popup with no caret to go to shows: centred, this far below the output's top
+edge (clear of a top panel)."""
 
 
 @dataclass
@@ -59,7 +62,7 @@ class LayerPresenter(QObject):
         self._surface: Any = None
         self._layer: Any = None
         self._configured = False
-        self._pending: tuple[QImage, int, int] | None = None
+        self._pending: tuple[QImage, int, int, bool] | None = None
         self._frames: list[_Frame] = []
         self.closed_by_compositor = False
         self.on_frame: Callable[[], None] | None = None
@@ -119,13 +122,15 @@ class LayerPresenter(QObject):
 
     # -- showing --------------------------------------------------------------------------
 
-    def present(self, image: QImage, x: int, y: int, output: str = "") -> None:
+    def present(
+        self, image: QImage, x: int, y: int, output: str = "", *, fixed: bool = False
+    ) -> None:
         """Show ``image`` with its top-left corner at (x, y) of ``output`` (its name as the
         compositor's IPC reports it; '' or unknown: the compositor's choice, its focused
-        output)."""
+        output); ``fixed``: centred at the top instead (:data:`FIXED_TOP_MARGIN`)."""
         if self._layer is None:
             self._create(output)
-        self._pending = (image, x, y)
+        self._pending = (image, x, y, fixed)
         if self._configured:
             self._commit()
         self._display.flush()
@@ -170,8 +175,6 @@ class LayerPresenter(QObject):
         layer = self._shell.get_layer_surface(
             surface, output, ZwlrLayerShellV1.layer.overlay, NAMESPACE
         )
-        anchor = ZwlrLayerSurfaceV1.anchor
-        layer.set_anchor(anchor.top | anchor.left)
         layer.set_keyboard_interactivity(ZwlrLayerSurfaceV1.keyboard_interactivity.none)
         layer.set_exclusive_zone(-1)  # over panels too: the caret may be next to one
         layer.dispatcher["configure"] = self._on_configure
@@ -199,14 +202,24 @@ class LayerPresenter(QObject):
     def _commit(self) -> None:
         assert self._pending is not None
         assert self._layer is not None
-        image, x, y = self._pending
+        from anyfill.daemon.wayland.protocols.wlr_layer_shell_unstable_v1 import (
+            ZwlrLayerSurfaceV1,
+        )
+
+        image, x, y, fixed = self._pending
         self._pending = None
+        anchor = ZwlrLayerSurfaceV1.anchor
+        # Anchored to the top edge only, the compositor centres it horizontally.
+        self._layer.set_anchor(anchor.top if fixed else anchor.top | anchor.left)
         frame = self._frame_for(image)
         # Qt renders at its screen's scale (2 on a HiDPI output): the surface's size is in
         # logical pixels, the buffer says its scale. Fractional scales are rounded.
         scale = max(round(image.devicePixelRatio()), 1)
         self._layer.set_size(image.width() // scale, image.height() // scale)
-        self._layer.set_margin(y, 0, 0, x)
+        if fixed:
+            self._layer.set_margin(FIXED_TOP_MARGIN, 0, 0, 0)
+        else:
+            self._layer.set_margin(y, 0, 0, x)
         self._surface.set_buffer_scale(scale)
         self._surface.attach(frame.buffer, 0, 0)
         self._surface.damage_buffer(0, 0, image.width(), image.height())

@@ -168,7 +168,7 @@ class PreviewPopup(QFrame):
             font.setFixedPitch(True)
         font.setPointSize(self._font_size)
         self._body.setFont(font)
-        self._hint.setText(self._dimmed(hint_line(event.keys)))
+        self._hint.setText(self._dimmed(event.hint or hint_line(event.keys)))
         self._header.setText(self._dimmed(f"anyfill · {event.app or 'preview'}"))
         self._anchor, self._at_pointer = self._anchor_for(event)
         self.show()
@@ -232,6 +232,8 @@ class PreviewPopup(QFrame):
         caret = event.caret
         if caret is not None and caret.width >= 0 and caret.height > 0:
             return QRect(caret.x, caret.y, max(caret.width, 1), caret.height), False
+        if self._presenter is not None:
+            return QRect(), True  # no pointer position on Wayland: the fixed place
         pointer = QCursor.pos()
         return QRect(pointer, pointer), True
 
@@ -266,6 +268,7 @@ class PreviewPopup(QFrame):
             self._position.x() - self._area.x(),
             self._position.y() - self._area.y(),
             named.name if named is not None else "",
+            fixed=self.at_fixed_place,
         )
         if self.preview_id is not None and log.isEnabledFor(logging.DEBUG):
             log.debug(
@@ -287,3 +290,8 @@ class PreviewPopup(QFrame):
     @property
     def on_layer_surface(self) -> bool:
         return self._presenter is not None
+
+    @property
+    def at_fixed_place(self) -> bool:
+        """On a layer surface with no caret to go to: centred at the top of the output."""
+        return self._presenter is not None and self._anchor.isNull()

@@ -79,6 +79,9 @@ class PreviewShown:
     screen: ScreenArea | None = None
     """The output the target window is on, where the platform tells (Wayland: compositor
     IPC); ``caret`` is then in the same (desktop) coordinates."""
+    hint: str = ""
+    """Said instead of the keys when the popup has no key to insert with (Wayland
+    without compositor IPC): how to insert and dismiss."""
 
     @property
     def topic(self) -> str:

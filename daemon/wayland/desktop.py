@@ -166,7 +166,11 @@ class WaylandDesktop:
         windows = WaylandWindows(compositor_focus(self._env), AtspiFocus())
         routes.focus = windows.route
         preview = await popup_input(self._env, keys, stack)
-        routes.preview = popup_route(self._env, installed=preview is not None)
+        routes.preview = popup_route(
+            self._env,
+            installed=WtypeKeys.installed(),
+            layer_shell=preview is not None,
+        )
         for step, route in routes.lines():
             log.info("wayland %s: %s", step, route)
         return Desktop(keys, clipboard, windows, lost=lost, direct=direct, preview_input=preview)

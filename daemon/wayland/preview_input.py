@@ -31,6 +31,7 @@ from anyfill.daemon.errors import DesktopUnavailable
 from anyfill.daemon.hotkeys import Hotkey
 from anyfill.daemon.wayland.atspi_events import AtspiTextEvents
 from anyfill.daemon.wayland.keysyms import key_name
+from anyfill.daemon.wayland.session import display_path
 from anyfill.daemon.wayland.sway_ipc import SwayEvents, SwayIpc, SwayIpcError
 
 log = logging.getLogger("anyfill.wayland.preview")
@@ -131,6 +132,55 @@ def _expand(text: str, variables: Mapping[str, str]) -> str:
     for name in sorted(variables, key=len, reverse=True):
         text = text.replace(name, variables[name])
     return text
+
+
+async def watch_typing(on_activity: Callable[[str, int], None]) -> None:
+    """Report ("text", pid) for each AT-SPI text change or caret move until cancelled."""
+    try:
+        async with AtspiTextEvents(lambda pid: on_activity("text", pid)):
+            await asyncio.Event().wait()
+    except (OSError, RuntimeError, TimeoutError, ValueError) as exc:
+        log.info("no AT-SPI text events, so typing does not close the popup: %s", exc)
+
+
+class TriggerPreviewInput:
+    """The popup's port where no compositor IPC can take its keys or place it (KWin,
+    Hyprland and other compositors with a layer shell but no sway IPC): the popup shows at
+    a fixed place, the preview shortcut pressed again inserts, the cancel shortcut
+    dismisses; typing (AT-SPI) and focus changes (the focus guard's source) close it."""
+
+    REASON = "no compositor IPC takes keys here: press the preview shortcut again"
+
+    def __init__(self) -> None:
+        self._refused: dict[str, str] = {}
+
+    @property
+    def refused_keys(self) -> dict[str, str]:
+        return dict(self._refused)
+
+    async def grab_keys(
+        self, bindings: Mapping[str, Hotkey], on_key: Callable[[str], None]
+    ) -> frozenset[int]:
+        self._refused = dict.fromkeys(bindings, self.REASON)
+        return frozenset()
+
+    async def release_keys(self) -> None:
+        return None
+
+    def watch_activity(self, on_activity: Callable[[str, int], None]) -> Callable[[], None]:
+        typing = asyncio.get_running_loop().create_task(
+            watch_typing(on_activity), name="preview-typing"
+        )
+
+        def stop() -> None:
+            typing.cancel()
+
+        return stop
+
+    async def locate(
+        self, target: Target, caret: CaretRect | None
+    ) -> tuple[CaretRect | None, ScreenArea | None]:
+        return None, None  # AT-SPI's caret is window-relative and the window's place unknown
 
 
 class SwayPreviewInput:
@@ -273,7 +323,7 @@ class SwayPreviewInput:
     def watch_activity(self, on_activity: Callable[[str, int], None]) -> Callable[[], None]:
         self._on_activity = on_activity
         typing = asyncio.get_running_loop().create_task(
-            self._watch_typing(on_activity), name="preview-typing"
+            watch_typing(on_activity), name="preview-typing"
         )
         self._typing = typing
 
@@ -283,13 +333,6 @@ class SwayPreviewInput:
             typing.cancel()
 
         return stop
-
-    async def _watch_typing(self, on_activity: Callable[[str, int], None]) -> None:
-        try:
-            async with AtspiTextEvents(lambda pid: on_activity("text", pid)):
-                await asyncio.Event().wait()
-        except (OSError, RuntimeError, TimeoutError, ValueError) as exc:
-            log.info("no AT-SPI text events, so typing does not close the popup: %s", exc)
 
     # -- where --------------------------------------------------------------------------
 
@@ -341,25 +384,49 @@ def _screen(output: Mapping[str, Any] | None) -> ScreenArea | None:
 
 async def popup_input(
     environ: Mapping[str, str], keys: object, stack: contextlib.AsyncExitStack
-) -> SwayPreviewInput | None:
-    """The popup's key route for this session: sway's IPC (with wtype, which hands a key
-    back to the application when there is nothing to accept), else none (the preview
-    hotkey then inserts directly)."""
+) -> SwayPreviewInput | TriggerPreviewInput | None:
+    """The popup's port for this session: sway's IPC (with wtype, which hands a key back to
+    the application when there is nothing to accept); else, where the compositor has a
+    layer shell, the fixed place and the preview shortcut again; else none (GNOME: the
+    preview hotkey then inserts directly)."""
     from anyfill.daemon.control.paths import control_dir
     from anyfill.daemon.wayland.keys import WtypeKeys
 
     swaysock = environ.get("SWAYSOCK", "")
-    if not swaysock or not isinstance(keys, WtypeKeys):
+    if swaysock and isinstance(keys, WtypeKeys):
+        port = SwayPreviewInput(swaysock, Path(control_dir()))
+        await port.clear_leftovers()
+        stack.push_async_callback(port.release_keys)
+        return port
+    if swaysock or not await asyncio.to_thread(has_layer_shell, environ):
         return None
-    port = SwayPreviewInput(swaysock, Path(control_dir()))
-    await port.clear_leftovers()
-    stack.push_async_callback(port.release_keys)
-    return port
+    return TriggerPreviewInput()
 
 
-def popup_route(environ: Mapping[str, str], *, installed: bool) -> str:
-    """What the preview hotkey shows in this session (``installed``: the popup's key route
-    is there: sway with wtype)."""
+def has_layer_shell(environ: Mapping[str, str]) -> bool:
+    """Whether the compositor offers wlr-layer-shell (GNOME does not): one registry
+    round trip on a connection of our own."""
+    try:
+        from pywayland.client.display import Display
+    except ImportError:
+        return False
+    display = Display(str(display_path(environ)))
+    try:
+        display.connect()
+    except Exception:  # noqa: BLE001 - pywayland raises a bare exception
+        return False
+    names: list[str] = []
+    try:
+        registry = display.get_registry()
+        registry.dispatcher["global"] = lambda _r, _n, interface, _v: names.append(interface)
+        display.roundtrip()
+    finally:
+        display.disconnect()
+    return "zwlr_layer_shell_v1" in names
+
+
+def popup_route(environ: Mapping[str, str], *, installed: bool, layer_shell: bool) -> str:
+    """What the preview hotkey shows in this session (``installed``: wtype is there)."""
     if environ.get("SWAYSOCK"):
         if installed:
             return (
@@ -367,4 +434,9 @@ def popup_route(environ: Mapping[str, str], *, installed: bool) -> str:
                 "sway's IPC while it shows (with `anyfill run`)"
             )
         return "none: install wtype for the popup; the preview hotkey inserts directly"
-    return "none on this compositor: the preview hotkey inserts directly (docs/wayland.md)"
+    if layer_shell:
+        return (
+            "at the top of the screen on a layer surface (no compositor IPC for the caret's "
+            "window); the preview shortcut again inserts, the cancel shortcut dismisses"
+        )
+    return "none on this compositor (no layer shell): the preview hotkey inserts directly"

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from anyfill.daemon.wayland.compositor import compositor_focus
-from anyfill.daemon.wayland.preview_input import popup_route
+from anyfill.daemon.wayland.preview_input import has_layer_shell, popup_route
 from anyfill.daemon.wayland.session import (
     compositor,
     display_path,
@@ -89,7 +89,10 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
         if focus is not None
         else ("ok", "focus guard", "AT-SPI's active window")
     )
-    lines.append(
-        ("ok", "preview popup", popup_route(environ, installed=bool(shutil.which("wtype"))))
+    popup = popup_route(
+        environ,
+        installed=shutil.which("wtype") is not None,
+        layer_shell=has_layer_shell(environ),
     )
+    lines.append(("ok", "preview popup", popup))
     return lines

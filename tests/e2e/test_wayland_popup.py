@@ -19,6 +19,7 @@ import shutil
 import signal
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -360,3 +361,67 @@ def test_no_binding_is_left_behind_at_exit_or_after_a_crash(
         assert tab_reaches_mousepad(wl, editor) == text[:caret] + "\t\t|" + text[caret:]
     finally:
         assert again.stop() == 0
+
+
+FIXED = re.compile(r"popup (\d+) shown at the top of the screen, \((\d+), (\d+)\), on a layer")
+
+
+@pytest.fixture(scope="module")
+def keyless_tray(wl: WaylandSession, llama: tuple[LlamaCpp, LoopbackServer]) -> Iterator[Daemon]:
+    """`anyfill run` where no compositor IPC is reachable (as on KDE or Hyprland): sway's
+    socket is hidden from it, its layer shell is not."""
+    env = {k: v for k, v in wl.env.items() if k != "SWAYSOCK"}
+    config = daemon_config(llama[1].url).replace('level = "INFO"', 'level = "DEBUG"')
+    daemon = Daemon(replace(wl, env=env), config, "anyfill-keyless", headless=False)  # type: ignore[arg-type]
+    yield daemon
+    assert daemon.stop() == 0
+
+
+def test_without_compositor_ipc_the_popup_shows_at_the_top_and_the_shortcut_again_inserts(
+    wl: WaylandSession,
+    keyless_tray: Daemon,
+    editor: Editor,
+    llama: tuple[LlamaCpp, LoopbackServer],
+) -> None:
+    assert "wayland preview popup: at the top of the screen on a layer surface" in (
+        keyless_tray.log()
+    )
+    responder, server = llama
+    answer_next(responder, Reply(text="3.14159 * r * r"))
+    before = len(keyless_tray.outcomes())
+    shown = len(FIXED.findall(keyless_tray.log()))
+    code, out = keyless_tray.cli("trigger", "preview")
+    assert code == 0, out
+    wait_until(lambda: len(FIXED.findall(keyless_tray.log())) > shown, 10, "the popup")
+    wait_until(lambda: " characters (final)" in keyless_tray.log(), 10, "the final text")
+    _, width, height = (int(v) for v in FIXED.findall(keyless_tray.log())[-1])
+    assert wl.focused_window().get("id") == editor.con_id
+    shot = screenshot(wl, "wayland-preview-popup-fixed.png")
+    left = (1280 - width) // 2  # centred by sway on its 1280 px wide output
+    inside, above = pixel(shot, left + 4, 96 + 4), pixel(shot, left + 4, 96 - 4)
+    assert min(inside) > 240, (inside, above)  # the popup's light background
+    assert max(above) < 120, (inside, above)  # sway's dark desktop above it
+    assert height > 20
+
+    code, out = keyless_tray.cli("trigger", "preview")  # again: inserts
+    assert code == 0, out
+    outcome = next_outcome(keyless_tray, before)
+    assert (outcome.status, outcome.app) == ("inserted", "mousepad"), outcome
+    text = editor.path.read_text(encoding="utf-8")
+    caret = caret_offset()
+    assert saved_with_mark(wl, editor) == text[:caret] + "3.14159 * r * r|" + text[caret:]
+
+    answer_next(responder, Reply(text="x" * 40, chunks=["x"] * 40, chunk_delay_s=0.1))
+    before, closed, asked = (
+        len(keyless_tray.outcomes()),
+        len(server.disconnects),
+        len(server.requests),
+    )
+    code, out = keyless_tray.cli("trigger", "preview")
+    assert code == 0, out
+    wait_until(lambda: len(server.requests) > asked, 5, "the request to reach the backend")
+    code, out = keyless_tray.cli("trigger", "cancel")  # the cancel shortcut dismisses
+    assert code == 0, out
+    outcome = next_outcome(keyless_tray, before)
+    assert outcome.status in ("cancelled", "dismissed"), outcome
+    wait_until(lambda: len(server.disconnects) > closed, 5, "the HTTP stream to close")

@@ -379,3 +379,36 @@ async def test_a_key_the_platform_could_not_take_is_not_offered_in_the_hint() ->
     assert "next" in names
     r.port.press("dismiss")
     await task
+
+
+async def test_with_no_accept_key_the_shortcut_again_inserts_and_the_popup_says_so() -> None:
+    """Wayland without compositor IPC: no key can be taken, so the preview shortcut pressed
+    again inserts (instead of starting another completion) and cancel dismisses."""
+    refused = dict.fromkeys(("accept0", "accept1", "dismiss", "next", "previous"), "no IPC")
+    r = rig(port=FakePreviewInput(refused=refused))
+    task = await r.press_preview()
+    shown = r.of(PreviewShown)[0]
+    assert shown.keys == ()
+    assert "preview shortcut again: insert" in shown.hint
+    r.completer.step.set()
+    await wait_for(lambda: any(e.final for e in r.of(PreviewText)))
+    r.pipeline.trigger("preview")
+    outcome = await task
+    assert (outcome.status, outcome.middle) == ("sent", "big brown ")
+    assert len(r.completer.requests) == 1  # no second completion was started
+
+    task = await r.press_preview()
+    r.pipeline.trigger("cancel")
+    await asyncio.gather(task, return_exceptions=True)
+    assert r.of(PreviewClosed)[-1].reason == "cancelled"
+    assert r.keys.pasted == ["big brown "]  # nothing more
+
+
+async def test_with_accept_keys_the_shortcut_again_starts_a_new_preview() -> None:
+    r = rig()
+    await r.press_preview()
+    first = r.pipeline._current
+    r.pipeline.trigger("preview")
+    assert r.pipeline._current is not first  # superseded, as before
+    assert r.of(PreviewShown)[0].hint == ""
+    r.pipeline.cancel()
