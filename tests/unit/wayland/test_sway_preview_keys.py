@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from anyfill.daemon.hotkeys import parse_hotkey
-from anyfill.daemon.wayland.preview_input import normalized, sway_combo, user_bindings
+from anyfill.daemon.wayland.sway_bindings import normalized, sway_combo, user_bindings
 
 
 @pytest.mark.parametrize(
