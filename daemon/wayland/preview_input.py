@@ -22,6 +22,8 @@ import itertools
 import json
 import logging
 import os
+import select
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -310,9 +312,10 @@ async def popup_input(
     return TriggerPreviewInput()
 
 
-def has_layer_shell(environ: Mapping[str, str]) -> bool:
-    """Whether the compositor offers wlr-layer-shell (GNOME does not): one registry
-    round trip on a connection of our own."""
+def has_layer_shell(environ: Mapping[str, str], timeout_s: float = 1.0) -> bool:
+    """Whether the compositor offers wlr-layer-shell (GNOME does not): the registry on a
+    connection of our own, waited for at most ``timeout_s`` (a compositor that does not
+    answer must not hold up the start)."""
     try:
         from pywayland.client.display import Display
     except ImportError:
@@ -323,13 +326,25 @@ def has_layer_shell(environ: Mapping[str, str]) -> bool:
     except Exception:  # noqa: BLE001 - pywayland raises a bare exception
         return False
     names: list[str] = []
+    answered: list[bool] = []
     try:
         registry = display.get_registry()
         registry.dispatcher["global"] = lambda _r, _n, interface, _v: names.append(interface)
-        display.roundtrip()
+        done = display.sync()  # answered after every global was announced
+        done.dispatcher["done"] = lambda _c, _serial: answered.append(True)
+        display.flush()
+        deadline = time.monotonic() + timeout_s
+        while not answered and (left := deadline - time.monotonic()) > 0:
+            readable, _, _ = select.select([display.get_fd()], [], [], left)
+            if not readable:
+                break
+            display.read()
+            display.dispatch(block=False)
+    except (OSError, RuntimeError) as exc:
+        log.debug("no answer from the Wayland display: %s", exc)
     finally:
         display.disconnect()
-    return "zwlr_layer_shell_v1" in names
+    return bool(answered) and "zwlr_layer_shell_v1" in names
 
 
 def popup_route(environ: Mapping[str, str], *, installed: bool, layer_shell: bool) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from anyfill.daemon.hotkeys import parse_hotkey
@@ -67,3 +69,22 @@ def test_the_default_mode_bindings_of_a_sway_config() -> None:
 
 def test_an_empty_config_binds_nothing() -> None:
     assert user_bindings("") == set()
+
+
+def test_a_display_that_never_answers_has_no_layer_shell_and_does_not_hang(tmp_path: Path) -> None:
+    import socket
+    import time
+
+    from anyfill.daemon.wayland.preview_input import has_layer_shell
+
+    path = tmp_path / "wayland-silent"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+    try:
+        began = time.monotonic()
+        assert not has_layer_shell({"WAYLAND_DISPLAY": str(path)}, timeout_s=0.3)
+        assert time.monotonic() - began < 2.0
+        assert not has_layer_shell({"WAYLAND_DISPLAY": str(tmp_path / "absent")})
+    finally:
+        server.close()
