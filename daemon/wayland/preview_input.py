@@ -33,7 +33,7 @@ from anyfill.daemon.desktop import Target
 from anyfill.daemon.errors import DesktopUnavailable
 from anyfill.daemon.hotkeys import Hotkey
 from anyfill.daemon.wayland.atspi_events import AtspiTextEvents
-from anyfill.daemon.wayland.session import display_path
+from anyfill.daemon.wayland.session import display_path, runtime_dir
 from anyfill.daemon.wayland.sway_bindings import normalized, sway_combo, user_bindings
 from anyfill.daemon.wayland.sway_ipc import SwayEvents, SwayIpc, SwayIpcError
 
@@ -90,6 +90,52 @@ class TriggerPreviewInput:
         self, target: Target, caret: CaretRect | None
     ) -> tuple[CaretRect | None, ScreenArea | None]:
         return None, None  # AT-SPI's caret is window-relative and the window's place unknown
+
+
+class HyprlandPreviewInput(TriggerPreviewInput):
+    """As :class:`TriggerPreviewInput`, placed at the caret from Hyprland's IPC
+    (``j/activewindow``: ``at``/``size``; ``j/monitors``). Untested against a real Hyprland:
+    written from its documented replies; anything unexpected falls back to the fixed place."""
+
+    def __init__(self, socket_path: Path) -> None:
+        super().__init__()
+        self._path = socket_path
+
+    async def locate(
+        self, target: Target, caret: CaretRect | None
+    ) -> tuple[CaretRect | None, ScreenArea | None]:
+        try:
+            window = await self._ask(b"j/activewindow")
+            monitors = await self._ask(b"j/monitors")
+            address = int(str(window["address"]), 16)
+            left, top = (int(v) for v in window["at"])
+            monitor = next(m for m in monitors if m["id"] == window["monitor"])
+            scale = float(monitor.get("scale") or 1.0)
+            screen = ScreenArea(
+                str(monitor["name"]),
+                int(monitor["x"]),
+                int(monitor["y"]),
+                round(int(monitor["width"]) / scale),
+                round(int(monitor["height"]) / scale),
+            )
+        except (OSError, ValueError, KeyError, TypeError, StopIteration, TimeoutError) as exc:
+            log.debug("no window position from Hyprland: %s", exc)
+            return None, None
+        if address != target.window_id:
+            return None, None  # the focus moved since the press
+        if caret is None:
+            return CaretRect(left, top, 1, 1), screen
+        return CaretRect(left + caret.x, top + caret.y, caret.width, caret.height), screen
+
+    async def _ask(self, request: bytes) -> Any:
+        async with asyncio.timeout(1.0):
+            reader, writer = await asyncio.open_unix_connection(str(self._path))
+            try:
+                writer.write(request)
+                await writer.drain()
+                return json.loads(await reader.read())
+            finally:
+                writer.close()
 
 
 class SwayPreviewInput:
@@ -309,7 +355,20 @@ async def popup_input(
         return port
     if swaysock or not await asyncio.to_thread(has_layer_shell, environ):
         return None
-    return TriggerPreviewInput()
+    hyprland = hyprland_socket(environ)
+    return HyprlandPreviewInput(hyprland) if hyprland is not None else TriggerPreviewInput()
+
+
+def hyprland_socket(environ: Mapping[str, str]) -> Path | None:
+    """Hyprland's request socket, where this is a Hyprland session."""
+    signature = environ.get("HYPRLAND_INSTANCE_SIGNATURE", "")
+    if not signature:
+        return None
+    for base in (runtime_dir(environ) / "hypr", Path("/tmp/hypr")):
+        path = base / signature / ".socket.sock"
+        if path.exists():
+            return path
+    return None
 
 
 def has_layer_shell(environ: Mapping[str, str], timeout_s: float = 1.0) -> bool:
@@ -356,6 +415,11 @@ def popup_route(environ: Mapping[str, str], *, installed: bool, layer_shell: boo
                 "sway's IPC while it shows (with `anyfill run`)"
             )
         return "none: install wtype for the popup; the preview hotkey inserts directly"
+    if layer_shell and hyprland_socket(environ) is not None:
+        return (
+            "at the caret (Hyprland IPC; untested) on a layer surface; the preview shortcut "
+            "again inserts, the cancel shortcut dismisses"
+        )
     if layer_shell:
         return (
             "at the top of the screen on a layer surface (no compositor IPC for the caret's "
