@@ -171,8 +171,12 @@ class PreviewPopup(QFrame):
         self._hint.setText(self._dimmed(event.hint or hint_line(event.keys)))
         self._header.setText(self._dimmed(f"anyfill · {event.app or 'preview'}"))
         self._anchor, self._at_pointer = self._anchor_for(event)
-        self.show()
+        if self._presenter is not None:
+            self.show()  # drawn off screen; each render is then handed to the layer surface
+            self._render()
+            return
         self._render()
+        self.show()
         self.raise_()
 
     def show_text(self, event: PreviewText) -> None:
