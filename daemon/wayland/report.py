@@ -4,6 +4,7 @@ versions, starts no session, shows no dialog."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import shutil
 import socket
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from anyfill.daemon.wayland.compositor import compositor_focus
+from anyfill.daemon.wayland.datacontrol import native_route
 from anyfill.daemon.wayland.preview_input import has_layer_shell, popup_route
 from anyfill.daemon.wayland.session import (
     compositor,
@@ -62,12 +64,16 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
     else:
         lines.append(("ok", "insertion", "AT-SPI EditableText first (no keys, no clipboard)"))
     wl = all(shutil.which(tool) for tool in ("wl-copy", "wl-paste"))
-    if has_data_control(kind) and wl:
+    native, why_not = await asyncio.to_thread(native_route, environ)
+    if native:
+        lines.append(("ok", "clipboard", native))
+    elif has_data_control(kind) and wl:
         lines.append(
             (
-                "ok",
+                "warn",
                 "clipboard",
-                "data-control (wl-clipboard); a restore keeps text, or one other format",
+                "data-control (wl-clipboard): a restore keeps text or one other format, and"
+                f" the restore waits a fixed 0.3 s; native route unavailable: {why_not}",
             )
         )
     elif clipboard_portal and remote:

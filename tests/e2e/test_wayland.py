@@ -143,7 +143,7 @@ def prepare(wl: WaylandSession, editors: list[Editor], case: Case) -> tuple[Edit
 def test_the_daemon_chose_the_wayland_routes(wl_daemon: Daemon) -> None:
     log = wl_daemon.log()
     assert "wayland insertion: AT-SPI EditableText, else paste" in log
-    assert "wayland clipboard: data-control (wl-clipboard)" in log
+    assert "wayland clipboard: data-control (wlr-data-control-unstable-v1 v2, native" in log
     assert "wayland keys: virtual keyboard (wtype)" in log
     assert "wayland focus guard: sway IPC" in log
     code, out = wl_daemon.cli("status")
@@ -267,7 +267,7 @@ def test_doctor_names_the_route_of_each_step(wl: WaylandSession, tmp_path: Path)
     assert lines["hotkeys"].startswith("warn")
     assert "anyfill trigger complete" in lines["hotkeys"]
     assert "AT-SPI EditableText" in lines["insertion"]
-    assert "data-control (wl-clipboard)" in lines["clipboard"]
+    assert "data-control (wlr-data-control-unstable-v1 v2, native)" in lines["clipboard"]
     assert "virtual keyboard (wtype)" in lines["keys"]
     assert "sway IPC" in lines["focus"]
 
