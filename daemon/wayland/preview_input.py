@@ -23,10 +23,11 @@ import json
 import logging
 import os
 import select
+import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from anyfill.daemon.context import CaretRect, ScreenArea
 from anyfill.daemon.desktop import Target
@@ -404,6 +405,17 @@ def has_layer_shell(environ: Mapping[str, str], timeout_s: float = 1.0) -> bool:
     finally:
         display.disconnect()
     return bool(answered) and "zwlr_layer_shell_v1" in names
+
+
+def popup_line(environ: Mapping[str, str]) -> tuple[Literal["ok"], str, str]:
+    """The doctor's line for the preview popup."""
+    installed = shutil.which("wtype") is not None
+    layer_shell = has_layer_shell(environ)
+    return (
+        "ok",
+        "preview popup",
+        popup_route(environ, installed=installed, layer_shell=layer_shell),
+    )
 
 
 def popup_route(environ: Mapping[str, str], *, installed: bool, layer_shell: bool) -> str:

@@ -13,7 +13,7 @@ from typing import Literal
 
 from anyfill.daemon.wayland.compositor import compositor_focus
 from anyfill.daemon.wayland.datacontrol import native_route
-from anyfill.daemon.wayland.preview_input import has_layer_shell, popup_route
+from anyfill.daemon.wayland.preview_input import popup_line
 from anyfill.daemon.wayland.session import (
     compositor,
     display_path,
@@ -95,10 +95,4 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
         if focus is not None
         else ("ok", "focus guard", "AT-SPI's active window")
     )
-    popup = popup_route(
-        environ,
-        installed=shutil.which("wtype") is not None,
-        layer_shell=has_layer_shell(environ),
-    )
-    lines.append(("ok", "preview popup", popup))
-    return lines
+    return [*lines, popup_line(environ)]
