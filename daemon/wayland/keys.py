@@ -1,4 +1,5 @@
-"""Key events on Wayland: wtype (the virtual-keyboard protocol of wlroots compositors).
+"""Key events on Wayland through wtype (the virtual-keyboard protocol of wlroots
+compositors), where our own virtual keyboard (virtual_keyboard.py) cannot be used.
 
 Wayland has no global keyboard state a client may read, so ``wait_released`` cannot see
 the user's modifiers: bind ``anyfill trigger`` on key release where the compositor allows
@@ -43,6 +44,12 @@ class WtypeKeys:
         args += ["-k", key_name(key)]
         for mod in reversed(mods):
             args += ["-m", MODIFIERS[mod][0]]
+        # wtype's keymap holds only the keysyms named, in order, and GTK 3 never finds the
+        # key on a keymap's highest keycode (daemon/wayland/keymap.py): one more keysym,
+        # named by the release of a key that is not down (the compositor drops it), keeps
+        # the chord's key off that keycode.
+        pad = "Hyper_R" if key_name(key) != "Hyper_R" else "Hyper_L"
+        args += ["-p", pad]
         await self._wtype(args)
 
     async def type_text(self, text: str) -> bool:

@@ -17,6 +17,7 @@ from anyfill.daemon.wayland.session import (
     has_data_control,
     has_virtual_keyboard,
 )
+from anyfill.daemon.wayland.virtual_keyboard import VirtualKeyboard, virtual_keyboard_offered
 
 Status = Literal["ok", "warn", "fail"]
 Line = tuple[Status, str, str]
@@ -75,8 +76,11 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
         lines.append(("warn", "clipboard", "wl-clipboard without data-control: may flicker"))
     else:
         lines.append(("fail", "clipboard", "no route: install wl-clipboard"))
-    if has_virtual_keyboard(kind) and shutil.which("wtype"):
-        lines.append(("ok", "keys", "virtual keyboard (wtype)"))
+    native = virtual_keyboard_offered(environ)
+    if not native:
+        lines.append(("ok", "keys", VirtualKeyboard.name))
+    elif has_virtual_keyboard(kind) and shutil.which("wtype"):
+        lines.append(("ok", "keys", f"virtual keyboard (wtype; not our own: {native})"))
     elif remote:
         lines.append(("ok", "keys", "RemoteDesktop portal (asks for consent once)"))
     else:

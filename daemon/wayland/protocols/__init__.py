@@ -1,0 +1,1 @@
+"""Wayland protocols pywayland does not ship, transcribed from their specifications."""
