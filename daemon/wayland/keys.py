@@ -20,6 +20,7 @@ from anyfill.daemon.wayland.keysyms import MODIFIERS, key_name, parse_chord
 log = logging.getLogger("anyfill.wayland.keys")
 
 TIMEOUT_S = 5.0
+SETTLE_MS = 100
 
 
 class WtypeKeys:
@@ -50,6 +51,9 @@ class WtypeKeys:
         # the chord's key off that keycode.
         pad = "Hyper_R" if key_name(key) != "Hyper_R" else "Hyper_L"
         args += ["-p", pad]
+        # Each wtype brings its own keymap; one that replaces ours before GTK handled the
+        # chord loses it: stay a moment, so the next keymap comes later.
+        args += ["-s", str(SETTLE_MS)]
         await self._wtype(args)
 
     async def type_text(self, text: str) -> bool:

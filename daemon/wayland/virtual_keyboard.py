@@ -49,6 +49,9 @@ REFRESH_AFTER_S = 1.0
 """A batch of keys after this long idle uploads the keymap again first: ``swaymsg reload``
 (or a change of input settings) puts the compositor's own keymap on every keyboard, ours
 included, and would leave our extra keys without symbols."""
+SETTLE_S = 0.1
+"""A new keymap waits this long after the last keys: GTK handled keys of ours after a
+keymap that followed them had arrived, and lost them (2 sequences in 30 here)."""
 PRESSED, RELEASED = 1, 0
 """``wl_keyboard.key_state``."""
 R = TypeVar("R")
@@ -197,7 +200,10 @@ class VirtualKeyboard:
     def _emit(self, events: list[tuple[str, int]], upload: bool) -> None:
         keyboard = self._keyboard
         assert keyboard is not None
-        if upload or time.monotonic() - self._keymap_fresh_at > REFRESH_AFTER_S:
+        idle = time.monotonic() - self._keymap_fresh_at
+        if upload and idle < SETTLE_S:
+            time.sleep(SETTLE_S - idle)  # GTK loses keys whose keymap is replaced too soon
+        if upload or idle > REFRESH_AFTER_S:
             self._upload()
         for kind, value in events:
             stamp = int(time.monotonic() * 1000) & 0xFFFFFFFF
