@@ -105,6 +105,8 @@ class VirtualKeyboard:
         code = self._keymap.chord_key(key)
         upload = False
         if code is None:  # a key the US layout lacks ("<ctrl>+ä"): an extra key carries it
+            if len(key) != 1:
+                raise InsertError(f"no key {key!r} on the virtual keyboard")
             upload = self._keymap.add(key)
             code = self._keymap.text_key(key)
         await self._send(_chord_events(mods, code), upload)
@@ -178,7 +180,6 @@ class VirtualKeyboard:
         """After the compositor dropped us (a keymap it refused, a restart): once more."""
         log.info("virtual keyboard: connecting again (%s)", self._broken)
         self._disconnect()
-        self._keymap = Keymap()
         try:
             self._connect()
         except DesktopUnavailable as exc:

@@ -9,7 +9,7 @@ import pytest
 
 from anyfill.daemon.errors import InsertError
 from anyfill.daemon.wayland.keymap import FIRST_EXTRA, MAX_EXTRAS, Keymap
-from anyfill.daemon.wayland.virtual_keyboard import _chord_events
+from anyfill.daemon.wayland.virtual_keyboard import VirtualKeyboard, _chord_events
 
 
 def test_the_base_keymap_is_the_standard_layout_with_a_spare_highest_key() -> None:
@@ -70,3 +70,9 @@ def test_a_chord_sends_the_modifier_keys_and_their_state_around_the_key() -> Non
         ("key_up", 29),
         ("modifiers", 0),
     ]
+
+
+async def test_a_named_key_the_keyboard_lacks_is_refused_before_connecting() -> None:
+    keyboard = VirtualKeyboard({"WAYLAND_DISPLAY": "/nonexistent/wayland-0"})
+    with pytest.raises(InsertError, match="f25"):
+        await keyboard.press("<ctrl>+<f25>")
