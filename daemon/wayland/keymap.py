@@ -2,10 +2,10 @@
 
 The keymap is the standard US layout (what ``xkbcli compile-keymap`` builds from the
 default rules: evdev keycodes, pc105, us), named by its components and compiled by the
-compositor's own libxkbcommon. Chords go out on their usual evdev keys, so every
-application sees the keys a real keyboard would send. Text is typed on extra keys that each
-carry one character's keysym, added above the highest evdev keycode when a character is
-first needed.
+compositor's own libxkbcommon. Chords and ASCII text go out on their usual evdev keys, so
+every application sees the keys a real keyboard would send. Other characters are typed on
+extra keys that each carry one character's keysym, added above the highest evdev keycode
+when a character is first needed.
 
 Why not a keymap of only the keys in use (what wtype builds): GTK 3 on Wayland looks keys
 up for its key bindings over ``min_keycode <= keycode < max_keycode`` (gdkkeys-wayland.c),
@@ -55,8 +55,17 @@ MODIFIER_MASKS = {"ctrl": 1 << 2, "shift": 1 << 0, "alt": 1 << 3, "cmd": 1 << 6}
 indices (Shift 0, Lock 1, Control 2, Mod1 3 ... Mod5 7) and the pc symbols put Alt on Mod1
 and Super on Mod4."""
 
-TEXT_KEYS = {"\n": 28, "\t": 15}
-"""Characters typed on their own evdev key rather than on an extra key."""
+_SHIFTED = dict(zip('~!@#$%^&*()_+{}|:"<>?', "`1234567890-=[]\\;',./", strict=True))
+TEXT_KEYS: dict[str, tuple[int, bool]] = {
+    **{c: (code, False) for c, code in (_LETTERS | _DIGITS | _PUNCTUATION).items()},
+    **{c.upper(): (code, True) for c, code in _LETTERS.items()},
+    **{shifted: ((_DIGITS | _PUNCTUATION)[plain], True) for shifted, plain in _SHIFTED.items()},
+    " ": (57, False),
+    "\n": (28, False),
+    "\t": (15, False),
+}
+"""Characters typed on their US key (with Shift or not) rather than on an extra key: what
+Xwayland windows can receive too (X clients see no keycode above 255)."""
 
 
 class Keymap:
@@ -99,11 +108,11 @@ class Keymap:
             self._extras[char] = len(self._extras)
         return True
 
-    def text_key(self, char: str) -> int:
-        """The evdev code that types ``char`` (after :meth:`add`)."""
+    def text_key(self, char: str) -> tuple[int, bool]:
+        """The evdev code that types ``char`` (after :meth:`add`), and whether with Shift."""
         if char in TEXT_KEYS:
             return TEXT_KEYS[char]
-        return FIRST_EXTRA + self._extras[char] - EVDEV_OFFSET
+        return FIRST_EXTRA + self._extras[char] - EVDEV_OFFSET, False
 
     def chord_key(self, key: str) -> int | None:
         """The evdev code of a chord's key on the base layout; None when the layout has none

@@ -76,7 +76,7 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
         lines.append(("warn", "clipboard", "wl-clipboard without data-control: may flicker"))
     else:
         lines.append(("fail", "clipboard", "no route: install wl-clipboard"))
-    native = virtual_keyboard_offered(environ)
+    native = await virtual_keyboard_offered(environ)
     if not native:
         lines.append(("ok", "keys", VirtualKeyboard.name))
     elif has_virtual_keyboard(kind) and shutil.which("wtype"):

@@ -108,7 +108,7 @@ class VirtualKeyboard:
             if len(key) != 1:
                 raise InsertError(f"no key {key!r} on the virtual keyboard")
             upload = self._keymap.add(key)
-            code = self._keymap.text_key(key)
+            code, _ = self._keymap.text_key(key)
         await self._send(_chord_events(mods, code), upload)
 
     async def type_text(self, text: str) -> bool:
@@ -116,8 +116,8 @@ class VirtualKeyboard:
         upload = self._keymap.add(text)
         events: list[tuple[str, int]] = []
         for char in text:
-            code = self._keymap.text_key(char)
-            events += [("key_down", code), ("key_up", code)]
+            code, shifted = self._keymap.text_key(char)
+            events += _chord_events(["shift"] if shifted else [], code)
         await self._send(events, upload)
         return True
 
@@ -281,9 +281,17 @@ async def open_virtual_keyboard(
         return None
 
 
-def virtual_keyboard_offered(environ: Mapping[str, str]) -> str:
+async def virtual_keyboard_offered(environ: Mapping[str, str]) -> str:
     """For doctor, read-only (no keyboard is created): '' when the compositor offers the
     virtual keyboard to us, else why not."""
+    try:
+        async with asyncio.timeout(TIMEOUT_S):
+            return await asyncio.to_thread(_offered, environ)
+    except TimeoutError:
+        return "the compositor did not answer"
+
+
+def _offered(environ: Mapping[str, str]) -> str:
     missing = pywayland_missing()
     if missing:
         return missing

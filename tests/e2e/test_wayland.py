@@ -531,11 +531,11 @@ async def test_key_routes_drive_native_wayland_gtk_mousepad(
             keys = await stack.enter_async_context(VirtualKeyboard(wl.env))
         await keys.press("<shift>+<end>")
         await keys.press("<ctrl>+x")
-        assert await keys.type_text("Grüße ✓\n日本 ")
+        assert await keys.type_text("Grüße ✓ {A|b}? ~_~\n日本 ")
         await keys.press("<ctrl>+<home>")
         assert await keys.type_text("^")
     saved = await asyncio.to_thread(wait_until, lambda: _with_caret(editor.save()), 5, "the ^")
-    assert saved == "^alpha Grüße ✓\n日本 \ngamma\n"
+    assert saved == "^alpha Grüße ✓ {A|b}? ~_~\n日本 \ngamma\n"
     assert await asyncio.to_thread(wl.get_clipboard) == "beta"
 
 

@@ -25,14 +25,24 @@ def test_characters_get_extra_keys_once_and_the_spare_key_stays_on_top() -> None
     assert keymap.add("Grüße ✓\n")
     assert not keymap.add("ße✓")  # nothing new: no upload
     text = keymap.text()
-    assert "key <AF000> { [ 0x47 ] };" in text  # G, a Latin-1 keysym
+    assert "key <AF000> { [ 0xfc ] };" in text  # ü, a Latin-1 keysym
     assert "{ [ 0x1002713 ] }" in text  # ✓, a Unicode keysym
     codes = [int(n) for n in re.findall(r"<AF[0-9A-F]{3}> = (\d+);", text)]
     named = re.findall(r"key (<AF[0-9A-F]{3}>)", text)
-    assert len(named) == len(set("Grüße ✓")) == len(codes) - 1
+    assert len(named) == len("üß✓") == len(codes) - 1  # ASCII is on the US keys
     assert max(codes) == FIRST_EXTRA + len(named)  # the spare one
-    assert keymap.text_key("\n") == 28  # Return on its own evdev key
-    assert keymap.text_key("G") == FIRST_EXTRA - 8
+    assert keymap.text_key("ü") == (FIRST_EXTRA - 8, False)
+
+
+def test_ascii_is_typed_on_the_us_keys_with_shift_where_needed() -> None:
+    keymap = Keymap()
+    assert not keymap.add('Hello, World! ~ <a_b> {x|y} "q" 1+1=2?\n\t')  # no extra key
+    assert keymap.text_key("h") == (35, False)
+    assert keymap.text_key("H") == (35, True)
+    assert keymap.text_key("~") == (41, True)
+    assert keymap.text_key("?") == (53, True)
+    assert keymap.text_key('"') == (40, True)
+    assert keymap.text_key("\n") == (28, False)  # Return
 
 
 def test_chord_keys_sit_on_their_evdev_keys() -> None:
