@@ -70,6 +70,9 @@ class VirtualKeyboard:
         self._keymap = Keymap()
         self._display: Display | None = None
         self._keyboard: ZwpVirtualKeyboardV1Proxy | None = None
+        self._proxies: list[Any] = []
+        """Registry, seat and manager: held, and destroyed on the worker thread before the
+        display (pywayland frees a proxy whenever the garbage collector gets to it)."""
         self._injecting = 0
         self._broken = ""
         self._keymap_fresh_at = 0.0
@@ -161,6 +164,7 @@ class VirtualKeyboard:
         self._display = display
         globals_: dict[str, tuple[int, int]] = {}
         registry = display.get_registry()
+        self._proxies.append(registry)
 
         def on_global(_registry: object, name: int, interface: str, version: int) -> None:
             globals_.setdefault(interface, (name, version))
@@ -172,6 +176,7 @@ class VirtualKeyboard:
             raise DesktopUnavailable(f"the compositor offers no {manager_name}")
         seat = registry.bind(globals_["wl_seat"][0], WlSeat, 1)
         manager = registry.bind(globals_[manager_name][0], ZwpVirtualKeyboardManagerV1, 1)
+        self._proxies += [seat, manager]
         self._keyboard = manager.create_virtual_keyboard(seat)
         self._upload()
         self._roundtrip("creating the virtual keyboard")
@@ -239,6 +244,11 @@ class VirtualKeyboard:
         if keyboard is not None and not self._broken:
             keyboard.destroy()
             display.flush()
+        elif keyboard is not None:
+            keyboard._destroy()  # the compositor is gone: nothing to tell it
+        for proxy in reversed(self._proxies):
+            proxy._destroy()
+        self._proxies = []
         display.disconnect()
 
 
