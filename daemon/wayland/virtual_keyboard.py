@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import select
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +34,7 @@ from anyfill.daemon.wayland.keymap import (
     Keymap,
 )
 from anyfill.daemon.wayland.keysyms import parse_chord
-from anyfill.daemon.wayland.session import display_path
+from anyfill.daemon.wayland.session import compositor, display_path
 
 if TYPE_CHECKING:
     from pywayland.client.display import Display
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("anyfill.wayland.keys")
 
 TIMEOUT_S = 5.0
+ROUNDTRIP_TIMEOUT_S = 2.0
+"""A compositor that has not answered by then is taken as gone (the worker thread never
+stays blocked in libwayland: a display freed under it would crash the daemon)."""
 REFRESH_AFTER_S = 1.0
 """A batch of keys after this long idle uploads the keymap again first: ``swaymsg reload``
 (or a change of input settings) puts the compositor's own keymap on every keyboard, ours
@@ -229,11 +233,12 @@ class VirtualKeyboard:
 
     def _roundtrip(self, doing: str) -> None:
         assert self._display is not None
-        if self._display.roundtrip() < 0:
-            self._fail(doing)
+        problem = roundtrip(self._display, ROUNDTRIP_TIMEOUT_S)
+        if problem:
+            self._fail(f"{doing} ({problem})")
 
     def _fail(self, doing: str) -> None:
-        self._broken = f"the compositor closed our connection while {doing}"
+        self._broken = f"the compositor failed us while {doing}"
         raise InsertError(self._broken)
 
     def _disconnect(self) -> None:
@@ -250,6 +255,31 @@ class VirtualKeyboard:
             proxy._destroy()
         self._proxies = []
         display.disconnect()
+
+
+def roundtrip(display: Display, timeout_s: float) -> str:
+    """``wl_display.sync`` and wait for its ``done``, at most ``timeout_s``: '' once the
+    compositor handled everything sent before, else what went wrong."""
+    done: list[bool] = []
+    callback = display.sync()
+    callback.dispatcher["done"] = lambda _callback, _data: done.append(True)
+    deadline = time.monotonic() + timeout_s
+    fd = display.get_fd()
+    try:
+        while not done:
+            display.flush()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "no answer"
+            readable, _, _ = select.select([fd], [], [], left)
+            if readable:
+                display.read()
+                display.dispatch(block=False)
+    except RuntimeError as exc:
+        return f"connection closed: {exc}"
+    finally:
+        callback._destroy()
+    return ""
 
 
 def _chord_events(mods: list[str], code: int) -> list[tuple[str, int]]:
@@ -281,6 +311,8 @@ async def open_virtual_keyboard(
     """Our own virtual keyboard, held by ``stack``; None (the reason logged) where the
     compositor offers none or pywayland is missing."""
     missing = pywayland_missing()
+    if compositor(environ) in ("gnome", "kde"):
+        missing = "GNOME and KDE offer no virtual keyboard to applications"
     if missing:
         log.info("no virtual keyboard of our own: %s", missing)
         return None
@@ -320,9 +352,12 @@ def _offered(environ: Mapping[str, str]) -> str:
             names.add(interface)
 
         registry.dispatcher["global"] = on_global
-        display.roundtrip()
+        problem = roundtrip(display, ROUNDTRIP_TIMEOUT_S)
+        registry._destroy()
     finally:
         display.disconnect()
+    if problem:
+        return f"the compositor did not list its globals ({problem})"
     if "zwp_virtual_keyboard_manager_v1" not in names:
         return "the compositor offers no zwp_virtual_keyboard_manager_v1"
     return ""
