@@ -6,7 +6,9 @@ measured is anyfill's own path). One clock for every process (``time.monotonic()
 the target stamps each text change, the popup stamps each paint in the daemon's log.
 
 Printed:
-- start -> ready (hotkeys grabbed; for the tray also the icon shown), headless vs tray;
+- start -> ready (hotkeys grabbed; for the tray also the icon shown), headless vs tray, and
+  the first completion press right after ready (hotkey -> inserted); with ``--baseline``
+  the same for another anyfill tree, the starts interleaved in the same run;
 - RSS after start and after the presses, headless vs tray;
 - P1 (complete hotkey -> text in the app), headless vs tray: both run at once on their own
   hotkeys and the presses alternate, so both see the same load; and the ratio;
@@ -15,6 +17,11 @@ Printed:
 - Tab -> text in the app.
 
     .venv/bin/python bench/bench_tray.py [--runs 30] [--starts 5]
+        [--starts-only] [--first-press-after 0.5] [--baseline DIR]
+
+``--baseline DIR``: DIR holds another anyfill source tree as ``DIR/anyfill`` (for example
+``mkdir -p /tmp/base/anyfill && git archive main | tar -x -C /tmp/base/anyfill``); its
+daemons run with ``PYTHONPATH=DIR``, each start right before the same start of this tree.
 """
 
 from __future__ import annotations
@@ -83,11 +90,77 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def start(x: XSession, url: str, headless: bool, keys: str = "") -> tuple[Daemon, float]:
+def start(
+    x: XSession, url: str, headless: bool, keys: str = "", tree: Path | None = None
+) -> tuple[Daemon, float]:
+    """A daemon of this tree (or of the one under ``tree``), and ms from spawn to ready."""
     began = time.monotonic()
     name = f"bench-{time.monotonic_ns()}"
-    daemon = Daemon(x, config(url) + keys, name=name, headless=headless)
+    if tree is not None:
+        x.env["PYTHONPATH"] = str(tree)
+    try:
+        daemon = Daemon(x, config(url) + keys, name=name, headless=headless)
+    finally:
+        x.env.pop("PYTHONPATH", None)
     return daemon, (time.monotonic() - began) * 1000
+
+
+BUILT = re.compile(r"backends built at ([\d.]+)")
+
+
+def built_at(daemon: Daemon) -> float | None:
+    """When the backends were built (a tree that builds them after ready logs it)."""
+    match = wait_until(lambda: BUILT.search(daemon.log()), 10, "the backends built")
+    return float(match[1])
+
+
+@dataclass
+class Starts:
+    """Start -> ready (headless and tray), the icon, the backends' build and the first
+    press right after ready, for one tree."""
+
+    ready: dict[bool, list[float]] = field(default_factory=lambda: {True: [], False: []})
+    first: dict[bool, list[float]] = field(default_factory=lambda: {True: [], False: []})
+    built: dict[bool, list[float]] = field(default_factory=lambda: {True: [], False: []})
+    icon_ms: list[float] = field(default_factory=list)
+
+    def one(
+        self,
+        x: XSession,
+        url: str,
+        target: QtTarget,
+        headless: bool,
+        tree: Path | None,
+        args: argparse.Namespace,
+        tag: str,
+    ) -> None:
+        began = time.monotonic()
+        daemon, ms = start(x, url, headless, tree=tree)
+        self.ready[headless].append(ms)
+        if not headless:
+            self.icon_ms.append((icon_shown_at(daemon) - began) * 1000)
+        # The first press right after ready: work moved off the start path must not come
+        # back as a slow (or failed) first completion.
+        x.focus(target.wid)
+        time.sleep(args.first_press_after)
+        kind = "h" if headless else "t"
+        press_ms = p1_press(x, daemon, target, ["Control_L", "Alt_L", "space"], f"f{kind}{tag}")
+        if press_ms is not None:
+            self.first[headless].append(press_ms)
+        if BUILT.search(daemon.log()) or tree is None:
+            self.built[headless].append((built_at(daemon) - began) * 1000)
+        daemon.stop()
+
+    def report(self, name: str) -> None:
+        of = f" ({name})" if name else ""
+        print(line(f"start -> ready, headless{of}", self.ready[True]))
+        print(line(f"start -> ready, tray{of}", self.ready[False], GOALS["start"]))
+        print(line(f"start -> tray icon shown (hotkeys not live yet){of}", self.icon_ms))
+        if self.built[False]:
+            print(line(f"start -> backends built, headless{of}", self.built[True]))
+            print(line(f"start -> backends built, tray{of}", self.built[False]))
+        print(line(f"first press right after ready -> inserted, headless{of}", self.first[True]))
+        print(line(f"first press right after ready -> inserted, tray{of}", self.first[False]))
 
 
 def p1_press(
@@ -177,6 +250,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--starts", type=int, default=5)
+    parser.add_argument(
+        "--starts-only",
+        action="store_true",
+        help="only start -> ready and the first press after each start (no P1/preview runs)",
+    )
+    parser.add_argument(
+        "--first-press-after",
+        type=float,
+        default=0.0,
+        help="seconds between ready and the first press (default 0: at once, the worst case)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a directory holding another anyfill tree as DIR/anyfill, started interleaved",
+    )
     args = parser.parse_args()
     if shutil.which("trayer") is None:
         raise SystemExit("needs trayer (a tray host): apt-get install trayer")
@@ -187,16 +276,31 @@ def main() -> None:
         x.find_window("trayer")
         target = QtTarget(x)
         x.set_clipboard("the user's clipboard")
-        starts: dict[bool, list[float]] = {True: [], False: []}
-        icon_ms: list[float] = []
-        for _ in range(args.starts):
-            for headless in (True, False):
-                began = time.monotonic()
-                daemon, ms = start(x, server.url, headless)
-                starts[headless].append(ms)
-                if not headless:
-                    icon_ms.append((icon_shown_at(daemon) - began) * 1000)
-                daemon.stop()
+        trees: dict[str, Path | None] = {"this tree": None}
+        if args.baseline is not None:
+            trees = {"baseline": args.baseline.resolve(), "this tree": None}
+        starts = {name: Starts() for name in trees}
+        for n in range(args.starts):
+            for name, tree in trees.items():  # interleaved: each start sees the same load
+                for headless in (True, False):
+                    starts[name].one(x, server.url, target, headless, tree, args, f"{n}")
+        if args.starts_only or args.baseline is not None:
+            target.close()
+            os.killpg(host.pid, signal.SIGTERM)
+            print(f"load average after: {os.getloadavg()[0]:.2f}")
+            for name, of in starts.items():
+                of.report(name if len(starts) > 1 else "")
+            if args.baseline is not None:
+                before = percentile(starts["baseline"].ready[False], 0.5)
+                after = percentile(starts["this tree"].ready[False], 0.5)
+                print(
+                    f"ratio start -> tray ready, this tree / baseline (medians): "
+                    f"{after / before:.2f}x"
+                )
+            print(f"presses a guard refused (not timed): {len(REFUSED)}")
+            for refused in REFUSED:
+                print(f"  {refused}")
+            return
         # Both at once, each on its own hotkey, presses alternating: the same load for both.
         headless_daemon, _ = start(x, server.url, True)
         tray_daemon, _ = start(x, server.url, False, TRAY_KEYS)
@@ -219,9 +323,7 @@ def main() -> None:
         target.close()
         os.killpg(host.pid, signal.SIGTERM)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
-    print(line("start -> ready, headless", starts[True]))
-    print(line("start -> ready, tray", starts[False], GOALS["start"]))
-    print(line("start -> tray icon shown (hotkeys not live yet)", icon_ms))
+    starts["this tree"].report("")
     for kind, run in (("headless", headless), ("tray", tray)):
         print(f"RSS {kind}: {run.rss_start:.1f} MB after start, {run.rss_end:.1f} MB after presses")
     print(f"RSS goal with the tray: <= {GOALS['rss']:.0f} MB")

@@ -553,7 +553,11 @@ class ModelsConfig(Section):
 
 class PrivacyConfig(Section):
     log_text: bool = Field(False, description="Write captured text and completions to the log.")
-    mqtt_text: bool = Field(False, description="Include captured text in MQTT events.")
+    mqtt_text: bool = Field(
+        False,
+        description="Publish captured text (and a server's error words, which may repeat it) "
+        "over MQTT.",
+    )
 
 
 def _default_backends() -> list[BackendConfig]:

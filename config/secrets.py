@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,11 +20,21 @@ __all__ = [
     "KeyStatus",
     "delete_api_key",
     "key_status",
+    "load_keyring",
     "move_api_key",
     "resolve_api_key",
     "resolve_broker_password",
     "store_api_key",
 ]
+
+
+def load_keyring() -> None:
+    """Load the keyring's backend now (it scans every installed backend, ~80 ms), so the
+    first lookup does not; a keyring that cannot load is left for that lookup to report."""
+    import keyring
+
+    with contextlib.suppress(Exception):
+        keyring.get_keyring()
 
 
 def _keyring_get(name: str) -> str | None:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from importlib import metadata
@@ -22,7 +24,7 @@ from typing import Any
 from anyfill.config.model import CaptureStrategy, Settings
 from anyfill.config.store import default_config_path
 from anyfill.daemon.bus import EventBus
-from anyfill.daemon.bus.status import Problem
+from anyfill.daemon.bus.status import BackendsReady, Problem
 from anyfill.daemon.capture.accessibility import AccessibilityCapture
 from anyfill.daemon.capture.base import Strategy
 from anyfill.daemon.capture.clipboard_mode import ClipboardCapture
@@ -88,6 +90,17 @@ def capture_strategies(desktop: Desktop, settings: Settings) -> dict[CaptureStra
     return strategies
 
 
+def load_backend_stack() -> None:
+    """What building the default backends needs that is slow to load: the engine, aiohttp
+    (it builds its SSL contexts at import) and the keyring's backend. Run in a thread right
+    after the hotkeys are live, so neither the start nor the event loop waits for it."""
+    from anyfill.config.secrets import load_keyring
+
+    for module in ("anyfill.daemon.engine", "anyfill.daemon.backends.aiohttp_transport"):
+        importlib.import_module(module)
+    load_keyring()
+
+
 def default_completer(settings: Settings, bus: EventBus | None = None) -> Any:
     from anyfill.daemon.engine import Engine
     from anyfill.daemon.scheduler.attempt_log import log_attempts
@@ -104,9 +117,11 @@ def start_mqtt(
     trigger: Callable[[Action], None] | None,
     *,
     bus: EventBus | None = None,
+    current: Callable[[], Settings] | None = None,
 ) -> asyncio.Task[None] | None:
     """With ``[mqtt]`` enabled, the node's status, events and request API on the broker
-    (``anyfill.daemon.mqtt.node``); it reconnects by itself and never stops the daemon."""
+    (``anyfill.daemon.mqtt.node``); it reconnects by itself and never stops the daemon.
+    ``current``: the settings in force (a reload changes ``privacy.mqtt_text``)."""
     if not settings.mqtt.enabled:
         return None
     from anyfill.daemon.mqtt.connection import spec_from_config
@@ -118,17 +133,18 @@ def start_mqtt(
 
     engine = getattr(completer, "current", completer)  # a swappable completer's engine
     bus = bus if bus is not None else getattr(engine, "bus", None)
-    backends = getattr(engine, "backends", {})
-    unusable = getattr(engine, "unusable", {})
+    # Built already (a completer handed in built), else BackendsReady tells the bridge.
+    ready = backends_ready(engine) if engine is not None else None
     bridge = NodeBridge(
         completer,
         settings,
         spec_from_config(settings.mqtt),
         bus=bus,
-        backends=list(backends),
-        unusable={name: str(error) for name, error in unusable.items()},
+        backends=ready.backends if ready is not None else None,
+        unusable=dict(ready.unusable) if ready is not None else None,
         trigger=trigger_action if trigger is not None else None,
         version=_version(),
+        current=current,
     )
     return asyncio.get_running_loop().create_task(bridge.run(), name="mqtt-node")
 
@@ -181,7 +197,9 @@ async def serve_core(
 ) -> None:
     """Run the desktop path around ``core`` until ``stop`` is set.
 
-    ``ready`` is called once the hotkeys are grabbed and the backends built. ``preview``: a
+    ``ready`` is called once the hotkeys are grabbed; the backends are built after it (in
+    the background: a press that comes first waits for them), then ``BackendsReady`` is
+    published for whoever shows them (MQTT's status, the tray). ``preview``: a
     window shows previews (the tray); headless, the preview hotkey inserts directly.
     ``commands``: the control socket's registry, for a layer (the tray) that adds its own
     commands; the built-in ones are added here. ``control_socket``: its path (default
@@ -205,11 +223,8 @@ async def serve_core(
         open_desktop(settings, on_trigger) as desktop,
         SwappableCompleter(completer_factory, core.bus) as completer,
     ):
-        await completer.start(settings)
         core.backends = lambda: getattr(completer.current, "backends", None) or {}
-        # Managed llama-servers start in the background, for the first engine and each new one.
         starting: list[asyncio.Task[None]] = []
-        _start_managed_servers(completer.current, settings, starting)
         pipeline, previewer = _desktop_path(core, desktop, completer, preview=preview)
         pipelines.append(pipeline)
         daemon_control = DaemonControl(settings, pipeline, on_trigger, desktop=desktop_kind())
@@ -223,6 +238,7 @@ async def serve_core(
             )
             if completer.current is not engine_before:
                 _start_managed_servers(completer.current, new, starting)
+                core.bus.publish(backends_ready(completer.current))
             if previewer is not None:
                 previewer.apply(new)
             daemon_control.settings = new  # `anyfill status` shows what is in force
@@ -236,15 +252,22 @@ async def serve_core(
             lambda: "; ".join(reloader.rejected) if reloader.rejected else f"{path}: in force",
         )
         await control.start_serving()
-        bridge = start_mqtt(settings, completer, on_trigger, bus=core.bus)
-        freeze_startup_objects()
+        bridge = start_mqtt(
+            settings, completer, on_trigger, bus=core.bus, current=lambda: core.settings
+        )
         async with ConfigWatcher(path, reloader.on_text):
-            chain = ", ".join(settings.routing.default)
-            log.info("anyfill is running; backends in order: %s", chain)
+            log.info(
+                "anyfill is running; backends in order: %s", ", ".join(settings.routing.default)
+            )
             if ready is not None:
                 ready()
+            # The backends (HTTP stack, keyring) are built once the hotkeys are live, not
+            # before: a press that comes first waits for them (bench/bench_tray.py times
+            # both). Managed llama-servers start in the background after each engine.
+            build_failed = asyncio.Event()
+            building = _build_backends_soon(core, completer, starting, build_failed)
             try:
-                await first_set(stop, desktop.lost)
+                await first_set(stop, desktop.lost, build_failed)
             finally:
                 pipelines.clear()
                 await _stop(bridge)
@@ -252,6 +275,8 @@ async def serve_core(
                 await pipeline.aclose()
                 for task in starting:
                     task.cancel()
+        if build_failed.is_set() and not stop.is_set():
+            building.result()  # what building the backends raised, as a start failure did
         if desktop.lost.is_set() and not stop.is_set():
             raise DesktopUnavailable("the connection to the display was lost")
     log.info("anyfill stopped")
@@ -279,6 +304,62 @@ def _desktop_path(
         fix = "choose another combination in [hotkeys], or quit the program holding it"
         core.bus.publish(Problem(f"hotkey_taken:{problem}", problem, fix))
     return pipeline, previewer
+
+
+def _build_backends_soon(
+    core: Core,
+    completer: SwappableCompleter,
+    starting: list[asyncio.Task[None]],
+    failed: asyncio.Event,
+) -> asyncio.Task[None]:
+    """Build the first engine in the background; then start its managed servers, freeze
+    the start-up objects out of the collector's sight and publish ``BackendsReady``; or
+    set ``failed`` (the daemon stops with the error, as when the engine was built before
+    the hotkeys)."""
+
+    def built(task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        if task.exception() is not None:
+            failed.set()
+            return
+        _start_managed_servers(completer.current, core.settings, starting)
+        _freeze_when_quiet(core)  # now that the long-lived objects exist (clients too)
+        ready = backends_ready(completer.current)
+        log.info("backends built: %s", ", ".join(ready.backends) or "none")
+        log.debug("backends built at %.6f", time.monotonic())  # bench/bench_tray.py
+        core.bus.publish(ready)
+
+    building = completer.start_soon(core.settings, prepare=load_backend_stack)
+    building.add_done_callback(built)
+    return building
+
+
+FREEZE_AFTER_S = 1.0
+
+
+def _freeze_when_quiet(core: Core) -> None:
+    """Freeze the start-up objects (``heap``) a moment after the build, when no press
+    runs: its full collection takes ~0.1 s with Qt loaded, and a press that waited for
+    the build must not wait for that too."""
+    loop = asyncio.get_running_loop()
+
+    def attempt() -> None:
+        if core.pipeline is not None and core.pipeline.busy:
+            loop.call_later(FREEZE_AFTER_S, attempt)
+            return
+        freeze_startup_objects()
+
+    loop.call_later(FREEZE_AFTER_S, attempt)
+
+
+def backends_ready(engine: object) -> BackendsReady:
+    """What ``engine`` built (nothing yet when it is not built)."""
+    backends = getattr(engine, "backends", None) or {}
+    unusable = getattr(engine, "unusable", None) or {}
+    return BackendsReady(
+        tuple(backends), tuple((name, str(error)) for name, error in unusable.items())
+    )
 
 
 def _start_managed_servers(

@@ -34,7 +34,7 @@ from anyfill.daemon.completion import (
     Planned,
     Text,
 )
-from anyfill.daemon.errors import AnyfillError, ProtocolError, RequestDropped
+from anyfill.daemon.errors import AnyfillError, ProtocolError, RequestDropped, Told
 from anyfill.daemon.fim.chat import extract_middle
 from anyfill.daemon.fim.postprocess import clean, wants_single_line
 from anyfill.daemon.log import register_secret, secret_header_values
@@ -287,7 +287,14 @@ def _announce_end(bus: EventBus, request_id: str, task: asyncio.Task[Completion]
         return
     error = task.exception()
     if error is not None:
-        bus.publish(RequestEnded(request_id, ok=False, error=f"{type(error).__name__}: {error}"))
+        bus.publish(
+            RequestEnded(
+                request_id,
+                ok=False,
+                error=f"{type(error).__name__}: {error}",
+                failure=Told.of(error, named=True),
+            )
+        )
         return
     done = task.result()
     bus.publish(

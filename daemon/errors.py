@@ -39,6 +39,10 @@ exceptions (httpx, OS, keyring, pydantic) are mapped to these at the boundary wi
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # not ``typing``'s: this module loads in `anyfill trigger`'s light path
+if TYPE_CHECKING:
+    from typing import Self
+
 __all__ = [
     "AlreadyRunning",
     "AnyfillError",
@@ -65,16 +69,45 @@ __all__ = [
     "SecureField",
     "SelectionAppeared",
     "ServerError",
+    "Told",
     "UnsupportedFeature",
     "error_text",
+    "told",
 ]
 
 
 class AnyfillError(Exception):
-    """Base of every error anyfill raises on purpose."""
+    """Base of every error anyfill raises on purpose.
+
+    A message may hold captured text (a server's error body can repeat the prompt). It is
+    written with a placeholder instead (``hiding``), so that each place the message goes
+    decides: ``str()`` follows ``privacy.log_text`` (terminal, log, tray) and MQTT follows
+    ``privacy.mqtt_text`` (``message(with_text=...)``), each as set when it is shown.
+    """
 
     #: True when trying again later (or elsewhere) may succeed.
     retryable: bool = False
+
+    _captured: tuple[tuple[str, str], ...] = ()
+
+    def hiding(self, placeholder: str, text: str) -> Self:
+        """``placeholder``, written in the message, stands for ``text`` (captured text)."""
+        if placeholder and placeholder != text:
+            self._captured = (*self._captured, (placeholder, text))
+        return self
+
+    def message(self, *, with_text: bool) -> str:
+        """The message with its captured text, or with only the placeholders."""
+        text = super().__str__()
+        if with_text:
+            for placeholder, captured in self._captured:
+                text = text.replace(placeholder, captured)
+        return text
+
+    def __str__(self) -> str:
+        from anyfill.daemon.log import text_shown  # logging: not loaded until said
+
+        return self.message(with_text=text_shown())
 
 
 class ConfigError(AnyfillError):
@@ -236,6 +269,51 @@ def error_text(exc: BaseException) -> str:
         if isinstance(note, str) and note.startswith(EVERY_BACKEND_FAILED):
             return note
     return str(exc)
+
+
+class Told:
+    """An error's message in both forms, kept without the error itself (its traceback
+    holds the frames of the failed request, the document among them): for a cooldown's
+    reason and the events that tell it."""
+
+    __slots__ = ("full", "plain")
+
+    def __init__(self, plain: str, full: str) -> None:
+        self.plain = plain
+        """Without captured text."""
+        self.full = full
+        """With it (the same when it holds none)."""
+
+    @classmethod
+    def of(cls, error: BaseException, *, named: bool = False) -> Told:
+        """``error``'s message; ``named``: as ``Class: message`` (``Class`` when a foreign
+        exception's message may not be said)."""
+        plain, full = told(error, with_text=False), told(error, with_text=True)
+        if named:
+            name = type(error).__name__
+            plain = f"{name}: {plain}" if plain else name
+            full = f"{name}: {full}" if full else name
+        return cls(plain, full)
+
+    def text(self, *, with_text: bool) -> str:
+        return self.full if with_text else self.plain
+
+    def __str__(self) -> str:
+        from anyfill.daemon.log import text_shown
+
+        return self.text(with_text=text_shown())
+
+    def __repr__(self) -> str:
+        return f"Told({self.plain!r})"
+
+
+def told(error: BaseException, *, with_text: bool) -> str:
+    """``error``'s message as a channel with its own privacy switch may show it: captured
+    text only ``with_text``. A foreign exception (a bug) says nothing without it: its
+    message may hold anything (its class name is safe to show)."""
+    if isinstance(error, AnyfillError):
+        return error.message(with_text=with_text)
+    return str(error) if with_text else ""
 
 
 EVERY_BACKEND_FAILED = "every backend failed: "

@@ -157,9 +157,35 @@ class SwappableCompleter:
         self._current: _Slot | None = None
         self._owners: dict[str, _Slot] = {}
         self._closing: set[asyncio.Task[None]] = set()
+        self._starting: asyncio.Task[None] | None = None
 
     async def start(self, settings: Settings) -> None:
         self._current = await self._enter(settings)
+
+    def start_soon(
+        self, settings: Settings, prepare: Callable[[], None] | None = None
+    ) -> asyncio.Task[None]:
+        """Build the engine in the background, so the hotkeys go live without waiting for
+        the HTTP stack and the keyring; a request that comes first waits for it.
+
+        ``prepare`` runs in a thread first (imports, the keyring's backend), keeping the
+        loop free for the first press's capture while it runs.
+        """
+
+        async def build() -> None:
+            if prepare is not None:
+                await asyncio.to_thread(prepare)
+            await self.start(settings)
+
+        self._starting = asyncio.create_task(build(), name="anyfill-build-backends")
+        return self._starting
+
+    async def _started(self) -> None:
+        """Wait for a background start; its failure is raised to whoever needs the engine."""
+        starting = self._starting
+        if starting is not None and self._current is None:
+            # Shielded: a cancelled request must not cancel the build for the next one.
+            await asyncio.shield(starting)
 
     async def _enter(self, settings: Settings) -> _Slot:
         manager = self._factory(settings, self._bus)
@@ -168,6 +194,7 @@ class SwappableCompleter:
 
     async def replace(self, settings: Settings) -> None:
         """Build the new engine first (a failure leaves the old one serving), then swap."""
+        await self._started()
         new = await self._enter(settings)
         old, self._current = self._current, new
         if old is not None:
@@ -187,6 +214,7 @@ class SwappableCompleter:
     async def complete(
         self, request: CompletionRequest, on_text: Callable[[str], None] | None = None
     ) -> Completion:
+        await self._started()
         slot = self._current
         if slot is None:
             raise RuntimeError("the completer is not started")
@@ -217,6 +245,10 @@ class SwappableCompleter:
         log.debug("the previous backends are closed")
 
     async def aclose(self) -> None:
+        if self._starting is not None and not self._starting.done():
+            self._starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._starting  # closed below if it got as far as an engine
         if self._current is not None:
             await self._close(self._current)
             self._current = None

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QApplication
 from anyfill.config.model import Settings
 from anyfill.daemon.app import desktop_kind
 from anyfill.daemon.bus.status import (
+    BackendsReady,
     PressFinished,
     PreviewClosed,
     PreviewShown,
@@ -121,9 +122,12 @@ class TrayApp(QObject):
         self.on_event(status)
         tray = self.tray.icon.isVisible()
         self.bridge.call(lambda core: core.ui_status.update(icon=tray, host=Tray.available()))
-        # A managed server may have said it lacks its model before we listened.
-        self.bridge.then(self.bridge.managed_servers(), self._replay)
         log.info("tray ready" if tray else "tray ready (no tray host: no icon)")
+
+    def _backends_built(self) -> None:
+        """The core built its backends (after ready, or again on a reload): catch up with
+        the managed servers, whose state may have changed before we listened to them."""
+        self.bridge.then(self.bridge.managed_servers(), self._replay)
 
     def on_stopped(self, reason: str) -> None:
         if not reason:
@@ -154,7 +158,9 @@ class TrayApp(QObject):
     def _replay(self, events: list[ManagedServerChanged]) -> None:
         for event in events:
             log.debug(
-                "managed server '%s' was %s before the tray listened", event.backend, event.state
+                "managed server '%s' is %s (caught up once the backends were built)",
+                event.backend,
+                event.state,
             )
             self.on_event(event)
 
@@ -180,6 +186,9 @@ class TrayApp(QObject):
             self.notifier.problem(event)
         elif isinstance(event, ShowWindow):
             self.show_window(event.window)
+            return
+        elif isinstance(event, BackendsReady):
+            self._backends_built()
             return
         elif isinstance(event, ManagedServerChanged):
             self._server_changed(event)

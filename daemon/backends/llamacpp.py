@@ -168,9 +168,9 @@ class LlamaCppBackend(HttpBackend):
             if done:  # drain to the end so the connection goes back to the pool
                 continue
             if event.event == "error":
-                raise ServerError(
-                    self.name,
-                    f"backend '{self.name}' failed mid-answer{stream_error_note(event.data)}",
+                said = stream_error_note(event.data)
+                raise said.into(
+                    ServerError(self.name, f"backend '{self.name}' failed mid-answer{said.hidden}")
                 )
             obj = parse_json(event.data, self.name)
             if not isinstance(obj, dict):
@@ -178,9 +178,9 @@ class LlamaCppBackend(HttpBackend):
                     self.name, f"backend '{self.name}' sent an event that is not an object"
                 )
             if "error" in obj:
-                raise ServerError(
-                    self.name,
-                    f"backend '{self.name}' failed mid-answer{stream_error_note(event.data)}",
+                said = stream_error_note(event.data)
+                raise said.into(
+                    ServerError(self.name, f"backend '{self.name}' failed mid-answer{said.hidden}")
                 )
             content = obj.get("content")
             if isinstance(content, str) and content:

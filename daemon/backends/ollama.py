@@ -104,10 +104,11 @@ class OllamaBackend(HttpBackend):
                 if done:  # drain to the end so the connection goes back to the pool
                     continue
                 if "error" in obj:
-                    raise ServerError(
-                        self.name,
-                        f"backend '{self.name}' failed mid-answer"
-                        f"{server_said(ServerWords(str(obj['error']), ''))}",
+                    said = server_said(ServerWords(str(obj["error"]), ""))
+                    raise said.into(
+                        ServerError(
+                            self.name, f"backend '{self.name}' failed mid-answer{said.hidden}"
+                        )
                     )
                 text = obj.get("response")
                 if isinstance(text, str) and text:

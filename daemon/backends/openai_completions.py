@@ -93,9 +93,9 @@ async def read_openai_stream(
                     backend, f"backend '{backend}' sent an event that is not an object"
                 )
             if "error" in obj or obj.get("object") == "error":
-                raise ServerError(
-                    backend,
-                    f"backend '{backend}' failed mid-answer{stream_error_note(data)}",
+                said = stream_error_note(data)
+                raise said.into(
+                    ServerError(backend, f"backend '{backend}' failed mid-answer{said.hidden}")
                 )
             usage = obj.get("usage")
             if observer is not None and isinstance(usage, dict):

@@ -13,7 +13,7 @@ import re
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import httpx
 
@@ -30,7 +30,7 @@ from anyfill.daemon.errors import (
     ServerError,
     UnsupportedFeature,
 )
-from anyfill.daemon.log import redact, text_shown
+from anyfill.daemon.log import redact
 
 __all__ = [
     "LineSplitter",
@@ -290,15 +290,13 @@ def parse_json(text: str, backend: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         # The line may be the prompt or the answer: captured text, shown only on opt-in.
-        if text_shown():
-            shown = repr(redact(text if len(text) <= 80 else text[:77] + "..."))
-        else:
-            shown = f"a line of {len(text)} characters (privacy.log_text = true shows it)"
+        hidden = f"a line of {len(text)} characters (privacy.log_text = true shows it)"
+        shown = repr(redact(text if len(text) <= 80 else text[:77] + "..."))
         raise ProtocolError(
             backend,
-            f"backend '{backend}' broke its stream format: {shown} is not JSON "
+            f"backend '{backend}' broke its stream format: {hidden} is not JSON "
             "(is the URL pointing at the right kind of server?)",
-        ) from exc
+        ).hiding(hidden, shown) from exc
 
 
 @contextlib.contextmanager
@@ -492,19 +490,20 @@ def error_for_status(
     ``server_said`` allows (its length unless the user opted in).
     """
     words = ServerWords.of(body)
+    said = server_said(words, sent)
     error = _mapped_error(
         backend,
         status,
         headers=headers,
         body=body,
         words=words,
-        said=server_said(words, sent),
+        said=said.hidden,
         url=url,
         model=model,
         key_hint=key_hint,
     )
     error.server_message = words.message
-    return error
+    return said.into(error)
 
 
 def _mapped_error(
@@ -597,19 +596,34 @@ def request_strings(content: bytes) -> list[str]:
     return found
 
 
-def server_said(words: ServerWords, sent: list[str] | None = None) -> str:
+E = TypeVar("E", bound=BackendError)
+
+
+class Said(NamedTuple):
+    """What of an error body a message may show: ``hidden`` (no captured text) goes in
+    the message, ``shown`` (the server's words) replaces it where the user opted in
+    (``AnyfillError.hiding``)."""
+
+    hidden: str
+    shown: str
+
+    def into(self, error: E) -> E:
+        return error.hiding(self.hidden, self.shown)
+
+
+def server_said(words: ServerWords, sent: list[str] | None = None) -> Said:
     """What of an error body a message may show.
 
     The body is captured text: a server may repeat the prompt in it, transformed
     (tokenised, escaped, truncated) beyond any echo check. So by default only its length
     is shown, with the documented error identifier, which is not free text (unless the
-    request itself holds that word). With privacy.log_text the whole message shows, keys
+    request itself holds that word). Where the user opted in (privacy.log_text for the
+    terminal and the log, privacy.mqtt_text for MQTT) the whole message shows, keys
     anyfill holds masked."""
     message, code = words
     if not message and not code:
-        return ""
-    if text_shown():
-        return f" (server said: {redact(_shorten(message or code))})"
+        return Said("", "")
+    shown = f" (server said: {redact(_shorten(message or code))})"
     if code and sent and any(code in text for text in sent):
         code = ""  # the "identifier" is a word of the user's text
     hidden = (
@@ -618,12 +632,12 @@ def server_said(words: ServerWords, sent: list[str] | None = None) -> str:
     )
     if message and message != code:
         if code:
-            return f" (server's error code: '{code}'; its message, {hidden})"
-        return f" (the server's message, {hidden})"
-    return f" (server's error code: '{code}')" if code else ""
+            return Said(f" (server's error code: '{code}'; its message, {hidden})", shown)
+        return Said(f" (the server's message, {hidden})", shown)
+    return Said(f" (server's error code: '{code}')" if code else "", shown)
 
 
-def stream_error_note(data: str) -> str:
+def stream_error_note(data: str) -> Said:
     """``server_said`` for an error event inside a stream (its JSON or plain text)."""
     return server_said(ServerWords.of(data.encode()))
 

@@ -2,14 +2,17 @@
 
 ``RequestStarted`` / ``RequestEnded`` come from the engine for every completion (hotkey,
 CLI or MQTT). They carry the captured text only in ``prefix``/``suffix``/``middle``, which
-the MQTT adapter publishes only when the user turned on ``privacy.mqtt_text``.
+the MQTT adapter publishes only when the user turned on ``privacy.mqtt_text``; an error's
+message may hold a server's words, so MQTT tells ``RequestEnded.failure`` under that switch.
 ``BrokerStatus`` comes from the MQTT adapter: the tray and ``doctor`` say "broker
 unreachable" from it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from anyfill.daemon.errors import Told
 
 
 @dataclass(frozen=True)
@@ -36,8 +39,11 @@ class RequestEnded:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     error: str = ""
-    """The failure's class and message (no captured text)."""
+    """The failure's class and message, as the log may say it (``privacy.log_text``)."""
     middle: str = ""
+    failure: Told | None = field(default=None, compare=False, repr=False)
+    """The failure as ``Class: message`` in both forms, for MQTT to tell under
+    ``privacy.mqtt_text`` instead."""
 
     @property
     def topic(self) -> str:

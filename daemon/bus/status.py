@@ -136,3 +136,19 @@ class ShowWindow:
     @property
     def topic(self) -> str:
         return "events/ui/show"
+
+
+@dataclass(frozen=True)
+class BackendsReady:
+    """The backends of a new engine are built: once after ready (the start does not wait
+    for them) and again after each reload that rebuilt them. Whoever shows the backends
+    (MQTT's retained status, the tray's managed servers) reads them now."""
+
+    backends: tuple[str, ...]
+    """The backends built, in the configuration's order."""
+    unusable: tuple[tuple[str, str], ...] = ()
+    """(name, why) of each backend that could not be built (our words, no captured text)."""
+
+    @property
+    def topic(self) -> str:
+        return "state/backends"

@@ -34,9 +34,10 @@ import aiomqtt
 
 from anyfill.config.model import Settings
 from anyfill.daemon.bus import BrokerStatus, EventBus, RequestEnded, RequestStarted
+from anyfill.daemon.bus.status import BackendsReady
 from anyfill.daemon.completion import Completer, CompletionRequest
 from anyfill.daemon.context import Context
-from anyfill.daemon.errors import AnyfillError
+from anyfill.daemon.errors import AnyfillError, Told
 from anyfill.daemon.mqtt.connection import (
     BrokerClient,
     BrokerSpec,
@@ -51,6 +52,7 @@ from anyfill.daemon.mqtt.protocol import (
     dumps,
     error_json,
     parse,
+    published,
 )
 from anyfill.daemon.mqtt.topics import NodeTopics
 from anyfill.daemon.scheduler.events import AttemptFinished, CooldownChanged
@@ -68,20 +70,23 @@ class NodeBridge:
         spec: BrokerSpec,
         *,
         bus: EventBus | None = None,
-        backends: Sequence[str] = (),
+        backends: Sequence[str] | None = (),
         unusable: Mapping[str, str] | None = None,
         trigger: Trigger | None = None,
         version: str = "",
+        current: Callable[[], Settings] | None = None,
     ) -> None:
         self.completer = completer
         self.settings = settings
+        self._current_settings = current
         self.spec = spec
         self.bus = bus
         self.topics = NodeTopics(settings.mqtt.prefix, settings.mqtt.node)
         self.trigger = trigger
         self.version = version
-        self.with_text = settings.privacy.mqtt_text
-        self._backends = list(backends)
+        self._backends = list(backends) if backends is not None else None
+        """None: not built yet, no status until ``BackendsReady`` says what they are (a
+        client never reads a retained "online" that lists no backends)."""
         self._unusable = dict(unusable or {})
         self._cooling: dict[str, tuple[float, str]] = {}
         self._client: BrokerClient | None = None
@@ -91,17 +96,23 @@ class NodeBridge:
         self._since = time.time()
         self.connected = asyncio.Event()
 
+    @property
+    def with_text(self) -> bool:
+        """privacy.mqtt_text as in force now (the settings panel may change it)."""
+        settings = self._current_settings() if self._current_settings else self.settings
+        return settings.privacy.mqtt_text
+
     # -- lifecycle -------------------------------------------------------------------
 
     async def run(self) -> None:
         """Keep the node on the broker until cancelled."""
-        offline = dumps({"state": "offline", "node": self.settings.mqtt.node})
-        will = aiomqtt.Will(self.topics.status, offline, qos=1, retain=True)
+        will = aiomqtt.Will(self.topics.status, self._offline(), qos=1, retain=True)
         client = BrokerClient(self.spec, will=will)
         self._client = client
         removers: list[Callable[[], None]] = []
         if self.bus is not None:
             removers.append(self.bus.listen(self._on_cooldown, CooldownChanged))
+            removers.append(self.bus.listen(self._on_backends, BackendsReady))
             removers.append(
                 self.bus.listen(self._on_event, AttemptFinished, RequestStarted, RequestEnded)
             )
@@ -128,27 +139,39 @@ class NodeBridge:
             self.bus.publish(BrokerStatus(self.spec.url, up, reason))
 
     async def _session(self, client: BrokerClient) -> None:
-        await client.publish(self.topics.status, self._status(), qos=1, retain=True)
+        if self._backends is not None:
+            await client.publish(self.topics.status, self._status(), qos=1, retain=True)
         await client.subscribe(self.topics.request, qos=1)
         await client.subscribe(self.topics.cancel, qos=1)
         raise_if_cancelled()
         self.connected.set()
-        async for message in client.messages:
-            payload = message.payload if isinstance(message.payload, bytes) else b""
-            if message.topic.value == self.topics.request:
-                task = asyncio.create_task(self._request(client, message, payload))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-            elif message.topic.value == self.topics.cancel:
-                await self._cancel(payload)
-                raise_if_cancelled()
+        try:
+            async for message in client.messages:
+                payload = message.payload if isinstance(message.payload, bytes) else b""
+                if message.topic.value == self.topics.request:
+                    task = asyncio.create_task(self._request(client, message, payload))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+                elif message.topic.value == self.topics.cancel:
+                    await self._cancel(payload)
+                    raise_if_cancelled()
+        except asyncio.CancelledError:
+            # A clean stop: the broker sends the Will only for a connection that dies, so
+            # the retained status would stay "online" after the daemon quit. Queued before
+            # the DISCONNECT that leaving the client sends, so it goes out first.
+            with contextlib.suppress(aiomqtt.MqttError):
+                client.send(self.topics.status, self._offline(), qos=1, retain=True)
+            raise
+
+    def _offline(self) -> bytes:
+        return dumps({"state": "offline", "node": self.settings.mqtt.node})
 
     # -- status and events -------------------------------------------------------------
 
     def _status(self) -> bytes:
         now = time.time()
         backends: dict[str, Any] = {}
-        for name in self._backends:
+        for name in self._backends or ():
             until, reason = self._cooling.get(name, (0.0, ""))
             if until > now:
                 backends[name] = {"health": "cooling", "cooling_until": until, "reason": reason}
@@ -174,12 +197,23 @@ class NodeBridge:
             properties = publish_properties(**props) if self.spec.v5 else None
             client.send(topic, body, qos=1, retain=retain, properties=properties)
 
+    def _on_backends(self, event: BackendsReady) -> None:
+        """The backends were built (after ready, or again by a reload): the status says so."""
+        self._backends = list(event.backends)
+        self._unusable = dict(event.unusable)
+        self._cooling = {n: c for n, c in self._cooling.items() if n in event.backends}
+        self._send(self.topics.status, self._status(), retain=True)
+
     def _on_cooldown(self, event: CooldownChanged) -> None:
         if event.cooling:
-            self._cooling[event.backend] = (time.time() + event.seconds_left, event.reason)
+            reason = event.reason  # ours (a quota held) unless a failure caused it
+            if event.cause is not None:
+                reason = published(event.cause, with_text=self.with_text)
+            self._cooling[event.backend] = (time.time() + event.seconds_left, reason)
         else:
             self._cooling.pop(event.backend, None)
-        self._send(self.topics.status, self._status(), retain=True)
+        if self._backends is not None:
+            self._send(self.topics.status, self._status(), retain=True)
 
     def _on_event(self, event: Any) -> None:
         body: dict[str, Any]
@@ -198,8 +232,10 @@ class NodeBridge:
                 "prompt_tokens": event.prompt_tokens,
                 "completion_tokens": event.completion_tokens,
             }
-            if event.error:
-                body["error"] = event.error
+            if event.failure is not None:
+                body["error"] = published(event.failure, with_text=self.with_text)
+            elif event.error:
+                body["error"] = event.error  # ours, no captured text ("cancelled")
             if self.with_text and event.ok:
                 body["middle"] = event.middle
         else:
@@ -294,12 +330,14 @@ class NodeBridge:
         try:
             done = await self.completer.complete(completion, on_text)
         except AnyfillError as error:
-            body = {"id": request_id, "type": "final", "ok": False, "error": error_json(error)}
+            failed = error_json(error, with_text=self.with_text)
+            body = {"id": request_id, "type": "final", "ok": False, "error": failed}
             reply(topic, body)
             return
         except Exception as error:  # a bug must answer the client, not stop the daemon
             log.exception("request %s failed", request_id)
-            reply(topic, _failure(request_id, "internal", f"{type(error).__name__}: {error}"))
+            said = published(Told.of(error, named=True), with_text=self.with_text)
+            reply(topic, _failure(request_id, "internal", said))
             return
         finally:
             self._running.pop(internal, None)

@@ -25,6 +25,7 @@ from anyfill.daemon.errors import (
     RateLimited,
     RequestDropped,
     ServerError,
+    Told,
     UnsupportedFeature,
 )
 
@@ -174,8 +175,38 @@ def error_kind(error: BaseException) -> str:
     return "internal"
 
 
-def error_json(error: BaseException) -> dict[str, Any]:
-    body: dict[str, Any] = {"kind": error_kind(error), "message": str(error)}
+_LOG_HINT = "privacy.log_text = true"
+_MQTT_HINT = "privacy.mqtt_text = true"
+
+
+def published(said: BaseException | Told, *, with_text: bool) -> str:
+    """An error's message for the broker: captured text (a server's words, which may
+    repeat the prompt) only ``with_text`` (``privacy.mqtt_text``), whatever the log shows;
+    without it a foreign exception (a bug) is only named, and the hint names the switch
+    that shows the text here."""
+    told = said if isinstance(said, Told) else Told.of(said)
+    text = told.text(with_text=with_text)
+    if not with_text:
+        text = text.replace(_LOG_HINT, _MQTT_HINT)
+    if not text and isinstance(said, BaseException):
+        return type(said).__name__
+    return text
+
+
+def error_json(
+    error: BaseException, *, with_text: bool, for_worker_link: bool = False
+) -> dict[str, Any]:
+    """The ``error`` object of a failed reply.
+
+    ``for_worker_link``: a worker's reply to a desktop, which shows the error under its own
+    switches: ``message`` is always without captured text, and ``message_with_text`` (only
+    when this side's ``privacy.mqtt_text`` allows it) the whole message."""
+    message = published(error, with_text=with_text and not for_worker_link)
+    body: dict[str, Any] = {"kind": error_kind(error), "message": message}
+    if for_worker_link and with_text:
+        whole = published(error, with_text=True)
+        if whole != message:
+            body["message_with_text"] = whole
     if isinstance(error, RateLimited) and error.retry_after is not None:
         body["retry_after"] = error.retry_after
     if isinstance(error, BackendError) and error.status is not None:
@@ -188,7 +219,16 @@ def error_from_json(backend: str, data: Any) -> BackendError:
     if not isinstance(data, dict):
         return ProtocolError(backend, f"'{backend}' sent a malformed error: {data!r}")
     kind = str(data.get("kind", ""))
-    message = f"'{backend}' (worker): {data.get('message', kind)}"
+    said = str(data.get("message", kind))
+    message = f"'{backend}' (worker): {said}"
+    error = _worker_error(backend, kind, message, data)
+    whole = data.get("message_with_text")
+    if isinstance(whole, str):  # the worker's user let it publish the server's words
+        error.hiding(said, whole)  # shown here only as this side's switches allow
+    return error
+
+
+def _worker_error(backend: str, kind: str, message: str, data: dict[str, Any]) -> BackendError:
     if kind == "rate_limited":
         retry = data.get("retry_after")
         return RateLimited(
@@ -216,5 +256,6 @@ __all__ = [
     "parse",
     "plan_from_json",
     "plan_json",
+    "published",
     "usage_json",
 ]

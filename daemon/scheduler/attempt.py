@@ -33,6 +33,7 @@ from anyfill.daemon.errors import (
     BackendUnavailable,
     RateLimited,
     RequestDropped,
+    Told,
 )
 from anyfill.daemon.scheduler.cache import CompletionCache
 from anyfill.daemon.scheduler.clock import Clock, TimerHandle
@@ -126,7 +127,9 @@ class Attempts:
         log.info("backend %s cools down for %.2f s: %s", lane.name, delay, error)
         if self.bus is not None:
             self.bus.publish(
-                CooldownChanged(lane.name, True, lane.health.seconds_left(now), str(error))
+                CooldownChanged(
+                    lane.name, True, lane.health.seconds_left(now), str(error), cause=Told.of(error)
+                )
             )
             self.watch_cooldown(lane)
 
@@ -167,22 +170,33 @@ class Attempts:
                 self.cooldown_over(lane)
         elif self.bus is not None and lane.name not in self.cooldown_timers:
             self.bus.publish(
-                CooldownChanged(lane.name, True, health.seconds_left(now), health.reason)
+                CooldownChanged(
+                    lane.name,
+                    True,
+                    health.seconds_left(now),
+                    health.reason,
+                    cause=health.cause,
+                )
             )
             self.watch_cooldown(lane)
 
     def cooling_error(self, lane: Lane) -> BackendError:
-        left = lane.health.seconds_left(self.clock.now())
-        if lane.health.kind == "rate_limited":
-            return RateLimited(
+        health = lane.health
+        left = health.seconds_left(self.clock.now())
+        reason = health.reason_told(with_text=False)  # its text stands behind a placeholder
+        error: BackendError
+        if health.kind == "rate_limited":
+            error = RateLimited(
                 lane.name,
-                f"'{lane.name}' is rate-limited for another {left:.1f} s ({lane.health.reason})",
+                f"'{lane.name}' is rate-limited for another {left:.1f} s ({reason})",
                 retry_after=left,
             )
-        return BackendUnavailable(
-            lane.name,
-            f"'{lane.name}' is cooling down for another {left:.1f} s after: {lane.health.reason}",
-        )
+        else:
+            error = BackendUnavailable(
+                lane.name,
+                f"'{lane.name}' is cooling down for another {left:.1f} s after: {reason}",
+            )
+        return error.hiding(reason, health.reason_told(with_text=True))
 
     def deadline_passed(self, ticket: Ticket, lane: Lane, waited_s: float) -> RequestDropped:
         reason = (

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from anyfill.daemon.errors import BackendError
+from anyfill.daemon.errors import BackendError, Told
 from anyfill.daemon.scheduler.events import outcome_of
 
 MAX_SERVER_COOLDOWN_S = 300.0
@@ -41,12 +41,24 @@ def failure_kind(error: BaseException) -> str:
 @dataclass
 class Health:
     cooling_until: float = 0.0
-    reason: str = ""
+    cause: Told | None = None
+    """The failure that started the cooldown, told (its message may hold captured text)."""
+    note: str = ""
+    """Our own words for a cooldown no failure started (``hold_until``)."""
     kind: str = ""
     failures: int = 0
     """Consecutive retryable failures (reset by a success)."""
     hard: bool = False
     """The server asked for the wait (or it is a rate limit): send nothing until it ends."""
+
+    @property
+    def reason(self) -> str:
+        """Why it cools, as the terminal and the log may say it (``privacy.log_text``)."""
+        return str(self.cause) if self.cause is not None else self.note
+
+    def reason_told(self, *, with_text: bool) -> str:
+        """Why it cools, for a channel with its own privacy switch (MQTT)."""
+        return self.cause.text(with_text=with_text) if self.cause is not None else self.note
 
     def blocked(self, now: float) -> bool:
         """Cooling hard: no request may go out."""
@@ -70,7 +82,7 @@ class Health:
         until = now + delay
         if until > self.cooling_until:
             self.cooling_until = until
-            self.reason = str(error)
+            self.cause, self.note = Told.of(error), ""
             self.kind = kind
             self.hard = server_delay is not None or kind == "rate_limited"
         return delay
@@ -82,7 +94,7 @@ class Health:
             until = min(until, now + MAX_SERVER_COOLDOWN_S)
         if until > self.cooling_until:
             self.cooling_until = until
-            self.reason = reason
+            self.cause, self.note = None, reason
             self.kind = "rate_limited"
             self.hard = True
 

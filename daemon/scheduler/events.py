@@ -1,8 +1,12 @@
-"""Events the scheduler publishes on the bus (no captured text in any of them)."""
+"""Events the scheduler publishes on the bus.
+
+No captured text in any of them, except where an error's message may hold a server's
+words: their ``reason`` follows ``privacy.log_text`` as the log does, and their ``cause``
+(the message in both forms) lets MQTT apply ``privacy.mqtt_text`` instead."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from anyfill.daemon.errors import (
@@ -14,6 +18,7 @@ from anyfill.daemon.errors import (
     ProtocolError,
     RateLimited,
     ServerError,
+    Told,
     UnsupportedFeature,
 )
 
@@ -89,6 +94,9 @@ class CooldownChanged:
     cooling: bool
     seconds_left: float = 0.0
     reason: str = ""
+    """Why, as the terminal, the log and the tray may say it (``privacy.log_text``)."""
+    cause: Told | None = field(default=None, compare=False, repr=False)
+    """The failure behind it, for MQTT to tell under ``privacy.mqtt_text``."""
 
     @property
     def topic(self) -> str:

@@ -311,7 +311,11 @@ class Worker:
             log.debug("request %s dropped: %s", request.id, dropped.reason)
             return  # cancelled by the desktop or past its deadline: nobody waits
         except AnyfillError as error:
-            reply({"id": request.id, "type": "final", "ok": False, "error": error_json(error)})
+            # The server's words (captured text) only as this worker's mqtt_text allows.
+            failed = error_json(
+                error, with_text=self.settings.privacy.mqtt_text, for_worker_link=True
+            )
+            reply({"id": request.id, "type": "final", "ok": False, "error": failed})
             self.answered += 1
             return
         final: dict[str, Any] = {"id": request.id, "type": "final", "ok": True}

@@ -257,3 +257,19 @@ def test_status_turns_offline_when_the_daemon_is_killed(
             retained = late.next(5)
         assert retained.retain
         assert retained.json()["state"] == "offline"
+
+
+def test_status_turns_offline_when_the_daemon_stops_cleanly(
+    llama: tuple[LlamaCpp, LoopbackServer],
+) -> None:
+    with Broker.start() as broker, XSession.start() as x:
+        process = Daemon(x, daemon_config(llama[1].url, mqtt_section(broker)), name="quit-me")
+        with Probe(broker.port) as probe:
+            probe.subscribe(f"anyfill/{NODE}/status")
+            assert probe.next(10).json()["state"] == "online"
+            assert process.stop(signal.SIGTERM) == 0
+            said = probe.next(5)  # no Will on a clean disconnect: the daemon says it
+        assert said.json() == {"state": "offline", "node": NODE}
+        with Probe(broker.port) as late:
+            late.subscribe(f"anyfill/{NODE}/status")
+            assert late.next(5).json()["state"] == "offline"

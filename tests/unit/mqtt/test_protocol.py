@@ -97,7 +97,8 @@ def test_a_plan_survives_the_trip() -> None:
 def test_a_worker_error_becomes_the_same_kind_of_error_on_the_desktop(
     error: Exception, cls: type[Exception], retryable: bool
 ) -> None:
-    back = error_from_json("pool", json.loads(json.dumps(error_json(error))))
+    sent = error_json(error, with_text=False, for_worker_link=True)
+    back = error_from_json("pool", json.loads(json.dumps(sent)))
     assert type(back) is cls
     assert back.retryable is retryable
     assert back.backend == "pool"
