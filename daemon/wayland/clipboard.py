@@ -236,8 +236,17 @@ async def _run(args: list[str]) -> bytes:
     return out if process.returncode == 0 else b""
 
 
+async def hand_over(which: Which, snapshot: ClipSnapshot) -> None:
+    """Leave ``snapshot`` with a wl-copy server that outlives us (its text, or its first
+    format: one format per process), so that the clipboard is not gone when we exit."""
+    if snapshot.empty or not wl_clipboard_installed():
+        return
+    mime, data = _servable(snapshot)
+    await _copy(which, mime, data)
+
+
 def wl_clipboard_installed() -> bool:
     return all(shutil.which(tool) for tool in ("wl-copy", "wl-paste"))
 
 
-__all__ = ["WlClipboard", "wl_clipboard_installed"]
+__all__ = ["WlClipboard", "hand_over", "wl_clipboard_installed"]

@@ -4,7 +4,7 @@
 |------------|---------------------------------------|---------------------------------------------|
 | hotkeys    | GlobalShortcuts portal                | ``anyfill trigger`` bound in the desktop    |
 | insertion  | AT-SPI EditableText (verified)        | clipboard + paste keys                      |
-| clipboard  | data-control (wl-clipboard)           | Clipboard portal (GNOME)                    |
+| clipboard  | data-control, native (pywayland)      | wl-clipboard; Clipboard portal (GNOME)      |
 | keys       | virtual keyboard (ours, else wtype)   | RemoteDesktop portal (GNOME, KDE)           |
 | focus      | compositor IPC (sway, Hyprland)       | AT-SPI's active window                      |
 """
@@ -27,6 +27,8 @@ from anyfill.daemon.hotkeys import Action, Hotkey, Trigger
 from anyfill.daemon.wayland.atspi import AtspiFocus, AtspiInserter
 from anyfill.daemon.wayland.clipboard import WlClipboard, wl_clipboard_installed
 from anyfill.daemon.wayland.compositor import FocusSource, compositor_focus
+from anyfill.daemon.wayland.connection import open_connection
+from anyfill.daemon.wayland.datacontrol import open_native_clipboard
 from anyfill.daemon.wayland.keys import NoKeys, WtypeKeys
 from anyfill.daemon.wayland.portal.bus import PortalBus, PortalError
 from anyfill.daemon.wayland.portal.remote import PortalClipboard, PortalKeys, RemoteSession
@@ -133,9 +135,9 @@ class WaylandDesktop:
             stack.push_async_callback(remote.close)
 
         keys: Keys
-        native = await open_virtual_keyboard(stack, self._env)
-        if native is not None:
-            keys, routes.keys = native, native.name
+        own_keys = await open_virtual_keyboard(stack, self._env)
+        if own_keys is not None:
+            keys, routes.keys = own_keys, own_keys.name
         elif has_virtual_keyboard(kind) and WtypeKeys.installed():
             keys, routes.keys = WtypeKeys(), "virtual keyboard (wtype)"
         elif remote is not None and portal is not None:
@@ -146,9 +148,13 @@ class WaylandDesktop:
             keys, routes.keys = NoKeys(reason), f"none: {reason}"
 
         clipboard: Clipboard
-        if (has_data_control(kind) or remote is None) and wl_clipboard_installed():
+        wayland, why_no_wayland = await open_connection(stack, self._env)
+        native, why_not = await open_native_clipboard(stack, wayland, why_no_wayland)
+        if native is not None:
+            clipboard, routes.clipboard = native, native.route
+        elif (has_data_control(kind) or remote is None) and wl_clipboard_installed():
             clipboard = await stack.enter_async_context(WlClipboard())
-            routes.clipboard = "data-control (wl-clipboard)"
+            routes.clipboard = f"data-control (wl-clipboard; one format restored: {why_not})"
             if not has_data_control(kind):
                 routes.clipboard += "; this compositor lacks data-control, wl-copy may flicker"
         elif remote is not None and portal is not None:

@@ -4,6 +4,7 @@ versions, starts no session, shows no dialog."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import shutil
 import socket
@@ -11,7 +12,9 @@ from collections.abc import Mapping
 from typing import Literal
 
 from anyfill.daemon.wayland.compositor import compositor_focus
+from anyfill.daemon.wayland.datacontrol import native_route
 from anyfill.daemon.wayland.session import (
+    Compositor,
     compositor,
     display_path,
     has_data_control,
@@ -62,12 +65,16 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
     else:
         lines.append(("ok", "insertion", "AT-SPI EditableText first (no keys, no clipboard)"))
     wl = all(shutil.which(tool) for tool in ("wl-copy", "wl-paste"))
-    if has_data_control(kind) and wl:
+    native, why_not = await asyncio.to_thread(native_route, environ)
+    if native:
+        lines.append(("ok", "clipboard", native))
+    elif has_data_control(kind) and wl:
         lines.append(
             (
-                "ok",
+                "warn",
                 "clipboard",
-                "data-control (wl-clipboard); a restore keeps text, or one other format",
+                "data-control (wl-clipboard): a restore keeps text or one other format, and"
+                f" the restore waits a fixed 0.3 s; native route unavailable: {why_not}",
             )
         )
     elif clipboard_portal and remote:
@@ -76,16 +83,7 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
         lines.append(("warn", "clipboard", "wl-clipboard without data-control: may flicker"))
     else:
         lines.append(("fail", "clipboard", "no route: install wl-clipboard"))
-    native = await virtual_keyboard_offered(environ)
-    if not native:
-        lines.append(("ok", "keys", VirtualKeyboard.name))
-    elif has_virtual_keyboard(kind) and shutil.which("wtype"):
-        lines.append(("ok", "keys", f"virtual keyboard (wtype; not our own: {native})"))
-    elif remote:
-        lines.append(("ok", "keys", "RemoteDesktop portal (asks for consent once)"))
-    else:
-        hint = "install wtype" if has_virtual_keyboard(kind) else "install xdg-desktop-portal"
-        lines.append(("warn", "keys", f"no key route ({hint}): paste fallback unavailable"))
+    lines.append(await _keys_line(environ, kind, bool(remote)))
     focus = compositor_focus(environ)
     lines.append(
         ("ok", "focus guard", focus.name)
@@ -93,3 +91,15 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
         else ("ok", "focus guard", "AT-SPI's active window")
     )
     return lines
+
+
+async def _keys_line(environ: Mapping[str, str], kind: Compositor, remote: bool) -> Line:
+    native = await virtual_keyboard_offered(environ)
+    if not native:
+        return ("ok", "keys", VirtualKeyboard.name)
+    if has_virtual_keyboard(kind) and shutil.which("wtype"):
+        return ("ok", "keys", f"virtual keyboard (wtype; not our own: {native})")
+    if remote:
+        return ("ok", "keys", "RemoteDesktop portal (asks for consent once)")
+    hint = "install wtype" if has_virtual_keyboard(kind) else "install xdg-desktop-portal"
+    return ("warn", "keys", f"no key route ({hint}): paste fallback unavailable")

@@ -170,7 +170,7 @@ def open_unreachable_mousepad(
 def test_the_daemon_chose_the_wayland_routes(wl_daemon: Daemon) -> None:
     log = wl_daemon.log()
     assert "wayland insertion: AT-SPI EditableText, else paste" in log
-    assert "wayland clipboard: data-control (wl-clipboard)" in log
+    assert "wayland clipboard: data-control (wlr-data-control-unstable-v1 v2, native" in log
     assert "wayland keys: virtual keyboard (anyfill's own, zwp_virtual_keyboard_v1)" in log
     assert "wayland focus guard: sway IPC" in log
     code, out = wl_daemon.cli("status")
@@ -294,7 +294,7 @@ def test_doctor_names_the_route_of_each_step(wl: WaylandSession, tmp_path: Path)
     assert lines["hotkeys"].startswith("warn")
     assert "anyfill trigger complete" in lines["hotkeys"]
     assert "AT-SPI EditableText" in lines["insertion"]
-    assert "data-control (wl-clipboard)" in lines["clipboard"]
+    assert "data-control (wlr-data-control-unstable-v1 v2, native)" in lines["clipboard"]
     assert "virtual keyboard (anyfill's own" in lines["keys"]
     assert "sway IPC" in lines["focus"]
 

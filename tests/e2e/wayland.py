@@ -86,6 +86,10 @@ class WaylandSession:
         )
         base.pop("NO_AT_BRIDGE", None)
         base.pop("DBUS_SESSION_BUS_ADDRESS", None)
+        # The UI tests' QT_QPA_PLATFORM=offscreen (set in this process) would let services the
+        # bus activates start a Qt portal backend (xdg-desktop-portal-kde) off-screen: a
+        # GlobalShortcuts portal would then appear in a long run and not in a short one.
+        base.pop("QT_QPA_PLATFORM", None)
         read_fd, write_fd = os.pipe()
         self.processes.append(
             subprocess.Popen(
