@@ -5,7 +5,7 @@
 | hotkeys    | GlobalShortcuts portal                | ``anyfill trigger`` bound in the desktop    |
 | insertion  | AT-SPI EditableText (verified)        | clipboard + paste keys                      |
 | clipboard  | data-control, native (pywayland)      | wl-clipboard; Clipboard portal (GNOME)      |
-| keys       | virtual keyboard (wtype, wlroots)     | RemoteDesktop portal (GNOME, KDE)           |
+| keys       | virtual keyboard (ours, else wtype)   | RemoteDesktop portal (GNOME, KDE)           |
 | focus      | compositor IPC (sway, Hyprland)       | AT-SPI's active window                      |
 """
 
@@ -40,6 +40,7 @@ from anyfill.daemon.wayland.session import (
     has_data_control,
     has_virtual_keyboard,
 )
+from anyfill.daemon.wayland.virtual_keyboard import open_virtual_keyboard
 
 log = logging.getLogger("anyfill.wayland")
 
@@ -137,7 +138,10 @@ class WaylandDesktop:
             stack.push_async_callback(remote.close)
 
         keys: Keys
-        if has_virtual_keyboard(kind) and WtypeKeys.installed():
+        own_keys = await open_virtual_keyboard(stack, self._env)
+        if own_keys is not None:
+            keys, routes.keys = own_keys, own_keys.name
+        elif has_virtual_keyboard(kind) and WtypeKeys.installed():
             keys, routes.keys = WtypeKeys(), "virtual keyboard (wtype)"
         elif remote is not None and portal is not None:
             keys = PortalKeys(remote, portal)
@@ -174,7 +178,7 @@ class WaylandDesktop:
         preview = await popup_input(self._env, keys, stack)
         routes.preview = popup_route(
             self._env,
-            installed=WtypeKeys.installed(),
+            installed=not isinstance(keys, NoKeys),
             layer_shell=preview is not None,
         )
         for step, route in routes.lines():

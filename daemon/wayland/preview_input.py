@@ -34,7 +34,12 @@ from anyfill.daemon.desktop import Target
 from anyfill.daemon.errors import DesktopUnavailable
 from anyfill.daemon.hotkeys import Hotkey
 from anyfill.daemon.wayland.atspi_events import AtspiTextEvents
-from anyfill.daemon.wayland.session import display_path, runtime_dir
+from anyfill.daemon.wayland.session import (
+    compositor,
+    display_path,
+    has_virtual_keyboard,
+    runtime_dir,
+)
 from anyfill.daemon.wayland.sway_bindings import normalized, sway_combo, user_bindings
 from anyfill.daemon.wayland.sway_ipc import SwayEvents, SwayIpc, SwayIpcError
 
@@ -341,15 +346,15 @@ def _screen(output: Mapping[str, Any] | None) -> ScreenArea | None:
 async def popup_input(
     environ: Mapping[str, str], keys: object, stack: contextlib.AsyncExitStack
 ) -> SwayPreviewInput | TriggerPreviewInput | None:
-    """The popup's port for this session: sway's IPC (with wtype, which hands a key back to
-    the application when there is nothing to accept); else, where the compositor has a
-    layer shell, the fixed place and the preview shortcut again; else none (GNOME: the
-    preview hotkey then inserts directly)."""
+    """The popup's port for this session: sway's IPC (with a key route, which hands a key
+    back to the application when there is nothing to accept); else, where the compositor
+    has a layer shell, the fixed place and the preview shortcut again; else none (GNOME:
+    the preview hotkey then inserts directly)."""
     from anyfill.daemon.control.paths import control_dir
-    from anyfill.daemon.wayland.keys import WtypeKeys
+    from anyfill.daemon.wayland.keys import NoKeys
 
     swaysock = environ.get("SWAYSOCK", "")
-    if swaysock and isinstance(keys, WtypeKeys):
+    if swaysock and not isinstance(keys, NoKeys):
         port = SwayPreviewInput(swaysock, Path(control_dir()))
         await port.clear_leftovers()
         stack.push_async_callback(port.release_keys)
@@ -409,7 +414,8 @@ def has_layer_shell(environ: Mapping[str, str], timeout_s: float = 1.0) -> bool:
 
 def popup_line(environ: Mapping[str, str]) -> tuple[Literal["ok"], str, str]:
     """The doctor's line for the preview popup."""
-    installed = shutil.which("wtype") is not None
+    # sway's own virtual keyboard protocol (our key route), else wtype, sends the keys.
+    installed = has_virtual_keyboard(compositor(environ)) or shutil.which("wtype") is not None
     layer_shell = has_layer_shell(environ)
     return (
         "ok",
@@ -419,14 +425,14 @@ def popup_line(environ: Mapping[str, str]) -> tuple[Literal["ok"], str, str]:
 
 
 def popup_route(environ: Mapping[str, str], *, installed: bool, layer_shell: bool) -> str:
-    """What the preview hotkey shows in this session (``installed``: wtype is there)."""
+    """What the preview hotkey shows in this session (``installed``: a key route is there)."""
     if environ.get("SWAYSOCK"):
         if installed:
             return (
                 "at the caret on a layer surface (wlr-layer-shell), its keys bound through "
                 "sway's IPC while it shows (with `anyfill run`)"
             )
-        return "none: install wtype for the popup; the preview hotkey inserts directly"
+        return "none without a key route (see keys); the preview hotkey inserts directly"
     if layer_shell and hyprland_socket(environ) is not None:
         return (
             "at the caret (Hyprland IPC; untested) on a layer surface; the preview shortcut "

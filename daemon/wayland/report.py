@@ -15,11 +15,13 @@ from anyfill.daemon.wayland.compositor import compositor_focus
 from anyfill.daemon.wayland.datacontrol import native_route
 from anyfill.daemon.wayland.preview_input import popup_line
 from anyfill.daemon.wayland.session import (
+    Compositor,
     compositor,
     display_path,
     has_data_control,
     has_virtual_keyboard,
 )
+from anyfill.daemon.wayland.virtual_keyboard import VirtualKeyboard, virtual_keyboard_offered
 
 Status = Literal["ok", "warn", "fail"]
 Line = tuple[Status, str, str]
@@ -82,13 +84,7 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
         lines.append(("warn", "clipboard", "wl-clipboard without data-control: may flicker"))
     else:
         lines.append(("fail", "clipboard", "no route: install wl-clipboard"))
-    if has_virtual_keyboard(kind) and shutil.which("wtype"):
-        lines.append(("ok", "keys", "virtual keyboard (wtype)"))
-    elif remote:
-        lines.append(("ok", "keys", "RemoteDesktop portal (asks for consent once)"))
-    else:
-        hint = "install wtype" if has_virtual_keyboard(kind) else "install xdg-desktop-portal"
-        lines.append(("warn", "keys", f"no key route ({hint}): paste fallback unavailable"))
+    lines.append(await _keys_line(environ, kind, bool(remote)))
     focus = compositor_focus(environ)
     lines.append(
         ("ok", "focus guard", focus.name)
@@ -96,3 +92,15 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
         else ("ok", "focus guard", "AT-SPI's active window")
     )
     return [*lines, popup_line(environ)]
+
+
+async def _keys_line(environ: Mapping[str, str], kind: Compositor, remote: bool) -> Line:
+    native = await virtual_keyboard_offered(environ)
+    if not native:
+        return ("ok", "keys", VirtualKeyboard.name)
+    if has_virtual_keyboard(kind) and shutil.which("wtype"):
+        return ("ok", "keys", f"virtual keyboard (wtype; not our own: {native})")
+    if remote:
+        return ("ok", "keys", "RemoteDesktop portal (asks for consent once)")
+    hint = "install wtype" if has_virtual_keyboard(kind) else "install xdg-desktop-portal"
+    return ("warn", "keys", f"no key route ({hint}): paste fallback unavailable")
