@@ -149,6 +149,19 @@ def status(as_json: bool) -> int:
 
 
 @cli.command()
+@click.argument("command", type=click.Choice(["accept", "dismiss", "next", "previous"]))
+def preview(command: str) -> int:
+    """Accept, dismiss or cycle the preview popup the running tray shows (exit 1 when none
+    shows). Bind it where the popup's own keys cannot be taken (docs/wayland.md)."""
+    from anyfill.daemon.control.client import call
+
+    if not call("preview", {"command": command}).get("done"):
+        click.echo("no preview is showing", err=True)
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+@cli.command()
 def pause() -> None:
     """Make the running daemon ignore hotkey presses until `anyfill resume`."""
     from anyfill.daemon.control.client import call

@@ -19,6 +19,18 @@ class CaretRect:
 
 
 @dataclass(frozen=True)
+class ScreenArea:
+    """One output (monitor) in the desktop's coordinates, and its name where the platform
+    names it (Wayland: the compositor's output name, as in ``swaymsg -t get_outputs``)."""
+
+    name: str
+    x: int
+    y: int
+    width: int
+    height: int
+
+
+@dataclass(frozen=True)
 class Context:
     """Text before and after the caret plus where it came from.
 

@@ -29,6 +29,7 @@ log = logging.getLogger("anyfill.core")
 
 INSERT_MODES: tuple[InsertMode, ...] = ("paste", "preview", "type")
 PreviewCommand = Literal["accept", "dismiss", "next", "previous"]
+PREVIEW_COMMANDS: tuple[PreviewCommand, ...] = ("accept", "dismiss", "next", "previous")
 
 
 class PreviewPort(Protocol):
@@ -90,6 +91,12 @@ class Core:
             return
         commands.ui = self.ui
         commands.add_status_section(self.ui, lambda: dict(self.ui_status))
+        commands.register(
+            "preview",
+            self._preview_control,
+            summary="accept, dismiss or cycle the visible preview: "
+            "{command: accept|dismiss|next|previous}",
+        )
         for window in ("settings", "diagnostics"):
             commands.register(
                 f"show-{window}",
@@ -100,6 +107,12 @@ class Core:
     def _state(self, status: DaemonStatus) -> dict[str, Any]:
         busy = self.pipeline is not None and self.pipeline.busy
         return {"state": "paused" if status.paused else "working" if busy else "idle"}
+
+    def _preview_control(self, args: dict[str, Any]) -> dict[str, Any]:
+        from anyfill.daemon.control.commands import require_choice
+
+        command = require_choice(args, "command", PREVIEW_COMMANDS)
+        return {"done": self.preview_command(command)}  # type: ignore[arg-type]
 
     def _show(self, window: str, args: dict[str, Any]) -> dict[str, Any]:
         self.bus.publish(ShowWindow(window))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
+    from anyfill.daemon.context import CaretRect, ScreenArea
     from anyfill.daemon.hotkeys import Action, Hotkey
 
 Which = Literal["clipboard", "primary"]
@@ -198,7 +199,20 @@ class PreviewInput(Protocol):
 
     def watch_activity(self, on_activity: Callable[[str, int], None]) -> Callable[[], None]:
         """Report every key press ("key", code) and click ("click", button) anywhere,
-        whoever has the focus; returns the function that stops watching."""
+        whoever has the focus, and focus changes ("focus", window id) where the platform
+        tells them as they happen; returns the function that stops watching."""
+        ...
+
+    async def locate(
+        self, target: Target, caret: CaretRect | None
+    ) -> tuple[CaretRect | None, ScreenArea | None]:
+        """The caret in desktop coordinates (the capture's may be window-relative, as on
+        Wayland), and the output the target is on where the platform names it."""
+        ...
+
+    @property
+    def refused_keys(self) -> dict[str, str]:
+        """Popup keys (binding name -> why) the last :meth:`grab_keys` could not take."""
         ...
 
 

@@ -127,6 +127,10 @@ class Pipeline:
         if self.paused:
             log.info("paused: the %s hotkey is ignored until anyfill is resumed", action)
             return
+        if self._preview is not None and self._preview.trigger_accepts:
+            # The popup has no key to insert with (Wayland without compositor IPC).
+            self._preview.command("accept")
+            return
         previous = self._current
         if previous is not None and not previous.done():
             log.info("a newer hotkey press supersedes the running completion")

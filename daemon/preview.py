@@ -34,6 +34,7 @@ from anyfill.daemon.hotkeys import Hotkey, parse_hotkey
 log = logging.getLogger("anyfill.preview")
 
 FOCUS_POLL_S = 0.05
+TRIGGER_HINT = "preview shortcut again: insert   ·   cancel shortcut: dismiss"
 LINE_CONTEXT_CHARS = 60
 """How much of the prefix's last line and the suffix's first line the popup shows."""
 _CODE_HINTS = ("{", "}", "(", ")", ";", "=", "def ", "return", "import ", "    ", "\t", "#")
@@ -62,6 +63,8 @@ class _Session:
     events: asyncio.Queue[tuple[str, object]] = field(default_factory=asyncio.Queue)
     accept_pending: str = ""
     """The accept key pressed while text was still streaming: insert when it is done."""
+    trigger_accepts: bool = False
+    """No accept key could be taken: the completion shortcut pressed again inserts."""
 
     @property
     def current(self) -> _Alternative:
@@ -86,6 +89,11 @@ class PreviewController:
     @property
     def visible(self) -> bool:
         return self._session is not None
+
+    @property
+    def trigger_accepts(self) -> bool:
+        """A completion shortcut pressed now inserts the preview (see :data:`TRIGGER_HINT`)."""
+        return self._session is not None and self._session.trigger_accepts
 
     def command(self, command: PreviewCommand) -> bool:
         session = self._session
@@ -120,10 +128,18 @@ class PreviewController:
         stop_watching: Callable[[], None] = _nothing
         focus_task: asyncio.Task[None] | None = None
         port = self._desktop.preview_input
+        caret, screen = context.caret, None
         try:
             if port is not None:
+                caret, screen = await port.locate(target, context.caret)
                 own = await port.grab_keys(bindings, lambda name: self._on_key(session, name))
                 grabbed = True
+                refused = port.refused_keys
+                session.trigger_accepts = all(
+                    name in refused for name in bindings if name.startswith("accept")
+                )
+                for name in refused:
+                    bindings.pop(name, None)  # the user's own binding: not in the hint line
                 stop_watching = port.watch_activity(
                     lambda kind, code: self._on_activity(session, kind, code, own)
                 )
@@ -131,11 +147,13 @@ class PreviewController:
                 PreviewShown(
                     preview_id=session.preview_id,
                     app=target.app,
-                    caret=context.caret,
+                    caret=caret,
                     line_before=context.prefix.rsplit("\n", 1)[-1][-LINE_CONTEXT_CHARS:],
                     line_after=context.suffix.split("\n", 1)[0][:LINE_CONTEXT_CHARS],
                     monospace=looks_like_code(context.prefix[-400:] + context.suffix[:200]),
                     keys=tuple((name, str(hotkey)) for name, hotkey in bindings.items()),
+                    screen=screen,
+                    hint=TRIGGER_HINT if session.trigger_accepts else "",
                 )
             )
             focus_task = asyncio.create_task(self._watch_focus(session), name="preview-focus")
@@ -214,7 +232,13 @@ class PreviewController:
             return  # our popup keys and the modifiers: not the user typing in the app
         if self._desktop.keys.injecting:
             return
-        session.events.put_nowait(("closed", "typing" if kind == "key" else "click"))
+        if kind == "focus":  # code: the window now focused
+            if code != session.target.window_id:
+                session.events.put_nowait(("closed", "focus"))
+            return
+        if kind == "text" and session.target.pid is not None and code != session.target.pid:
+            return  # code: the process whose text changed; another app's is not typing
+        session.events.put_nowait(("closed", "typing" if kind in ("key", "text") else "click"))
 
     async def _watch_focus(self, session: _Session) -> None:
         while True:

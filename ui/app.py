@@ -33,6 +33,7 @@ from anyfill.daemon.models.download import ModelDownload
 from anyfill.daemon.scheduler.events import AttemptFinished
 from anyfill.ui.bridge import CoreBridge
 from anyfill.ui.history import History
+from anyfill.ui.layer_surface import LayerPresenter
 from anyfill.ui.managed import ModelDownloads, problem_of_server
 from anyfill.ui.notify import Notifier, problem_of, problem_of_stop
 from anyfill.ui.popup import PreviewPopup
@@ -68,7 +69,8 @@ class TrayApp(QObject):
         self.history = History(settings.ui.history_size)
         self.notifier = Notifier(settings.ui.notifications)
         self.windows = WindowHost(self.bridge, config_path)
-        self.popup = PreviewPopup(settings.ui.preview_font_size)
+        self.layer = LayerPresenter.connect_default() if on_wayland() else None
+        self.popup = PreviewPopup(settings.ui.preview_font_size, presenter=self.layer)
         self.downloads = ModelDownloads(self.bridge, self.notifier)
         self.tray = Tray(
             self.bridge, self.state, self.history, self.windows, self.quit, downloads=self.downloads
@@ -176,7 +178,19 @@ class TrayApp(QObject):
             return
         if isinstance(event, PreviewShown):
             self.popup.open_for(event)
-            log.debug("popup %d shown at %s", event.preview_id, self.popup.pos().toTuple())
+            if self.popup.at_fixed_place:
+                log.debug(
+                    "popup %d shown at the top of the screen, %s, on a layer surface",
+                    event.preview_id,
+                    self.popup.size().toTuple(),
+                )
+            else:
+                log.debug(
+                    "popup %d shown at %s%s",
+                    event.preview_id,
+                    self.popup.position().toTuple(),
+                    " on a layer surface" if self.popup.on_layer_surface else "",
+                )
         elif isinstance(event, PreviewClosed):
             self.popup.close_for(event.preview_id)
             log.debug("popup %d closed: %s", event.preview_id, event.reason)
@@ -209,6 +223,11 @@ def run_tray(settings: Settings, config_path: Path) -> int:
         # The desktop path is X11 (also for Xwayland apps in a Wayland session): the popup
         # must be an X11 window too, or it cannot be placed at their caret.
         os.environ["QT_QPA_PLATFORM"] = "xcb"
+    if desktop_kind() == "wayland":
+        # libatspi (the core's AT-SPI thread) dispatches its D-Bus connection from GLib's
+        # default main context; Qt's GLib event dispatcher would dispatch that context on
+        # the GUI thread at the same time, racing libatspi (AT-SPI calls hung, a crash).
+        os.environ.setdefault("QT_NO_GLIB", "1")
     app = QApplication.instance() or QApplication(["anyfill"])
     assert isinstance(app, QApplication)
     app.setApplicationName("anyfill")
@@ -220,8 +239,15 @@ def run_tray(settings: Settings, config_path: Path) -> int:
         return app.exec()
     finally:
         tray_app.popup.hide()
+        if tray_app.layer is not None:
+            tray_app.layer.close()
         if not tray_app.bridge.stop():
             log.warning("the core did not stop within 5 s")
+
+
+def on_wayland() -> bool:
+    """Qt draws on a Wayland compositor: the popup then goes on a layer surface."""
+    return QApplication.platformName() == "wayland"
 
 
 def _quit_on_signals(app: QApplication) -> None:

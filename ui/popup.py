@@ -4,6 +4,10 @@ It never takes the keyboard focus (the paste must reach the target app, and the 
 guard must keep passing): a frameless tool window the window manager does not manage,
 shown without activation. Its keys are grabbed by the core while it shows; the popup
 itself only draws what the core's preview events say.
+
+On Wayland no window can place itself or be sure not to get the focus: there the popup
+is drawn off screen and each change is shown on a layer surface (:mod:`anyfill.ui.layer_surface`)
+at the caret, on the output the core names.
 """
 
 from __future__ import annotations
@@ -13,10 +17,19 @@ import logging
 import time
 
 from PySide6.QtCore import QPoint, QRect, Qt
-from PySide6.QtGui import QCursor, QFont, QFontDatabase, QGuiApplication, QPaintEvent, QPalette
+from PySide6.QtGui import (
+    QCursor,
+    QFont,
+    QFontDatabase,
+    QGuiApplication,
+    QHideEvent,
+    QPaintEvent,
+    QPalette,
+)
 from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
 
 from anyfill.daemon.bus.status import PreviewShown, PreviewText
+from anyfill.ui.layer_surface import LayerPresenter
 from anyfill.ui.placement import place
 
 log = logging.getLogger("anyfill.ui.popup")
@@ -72,8 +85,16 @@ class _Body(QLabel):
 class PreviewPopup(QFrame):
     """Shows one preview at a time; :meth:`open_for`, :meth:`show_text`, :meth:`close_for`."""
 
-    def __init__(self, font_size: int = 11, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        font_size: int = 11,
+        parent: QWidget | None = None,
+        presenter: LayerPresenter | None = None,
+    ) -> None:
         super().__init__(parent)
+        self._presenter = presenter
+        self._position = QPoint()
+        self._area = QRect()
         self.setWindowFlags(
             Qt.WindowType.Tool
             | Qt.WindowType.FramelessWindowHint
@@ -84,6 +105,8 @@ class PreviewPopup(QFrame):
         self.setAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating)
         self.setAttribute(Qt.WidgetAttribute.WA_X11DoNotAcceptFocus)
         self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        if presenter is not None:
+            self.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen)  # drawn for the layer
         self.setObjectName("anyfillPreview")
         self.setWindowTitle("anyfill preview")
         self.setFrameShape(QFrame.Shape.Box)
@@ -145,9 +168,13 @@ class PreviewPopup(QFrame):
             font.setFixedPitch(True)
         font.setPointSize(self._font_size)
         self._body.setFont(font)
-        self._hint.setText(self._dimmed(hint_line(event.keys)))
+        self._hint.setText(self._dimmed(event.hint or hint_line(event.keys)))
         self._header.setText(self._dimmed(f"anyfill · {event.app or 'preview'}"))
         self._anchor, self._at_pointer = self._anchor_for(event)
+        if self._presenter is not None:
+            self.show()  # drawn off screen; each render is then handed to the layer surface
+            self._render()
+            return
         self._render()
         self.show()
         self.raise_()
@@ -177,6 +204,11 @@ class PreviewPopup(QFrame):
             self.preview_id = None
             self.hide()
 
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        if self._presenter is not None:
+            self._presenter.hide()
+
     # -- drawing and placement --------------------------------------------------------
 
     def _render(self, *, error: bool = False) -> None:
@@ -204,20 +236,66 @@ class PreviewPopup(QFrame):
         caret = event.caret
         if caret is not None and caret.width >= 0 and caret.height > 0:
             return QRect(caret.x, caret.y, max(caret.width, 1), caret.height), False
+        if self._presenter is not None:
+            return QRect(), True  # no pointer position on Wayland: the fixed place
         pointer = QCursor.pos()
         return QRect(pointer, pointer), True
 
     def _place(self) -> None:
-        screen = QGuiApplication.screenAt(self._anchor.center()) or QGuiApplication.primaryScreen()
-        area = screen.availableGeometry()
+        area = self._screen_area()
         self.setMaximumWidth(int(area.width() * MAX_WIDTH_FRACTION))
         size = self.sizeHint().boundedTo(self.maximumSize())
         self.resize(size)
-        self.move(place(size, self._anchor, area, at_pointer=self._at_pointer))
+        position = place(size, self._anchor, area, at_pointer=self._at_pointer)
+        if self._presenter is None:
+            self.move(position)
+        else:
+            self._position, self._area = position, area
+            if self.isVisible():
+                self._present()
+
+    def _screen_area(self) -> QRect:
+        """The output the core named (Wayland: the compositor knows the target's output,
+        Qt does not), else the screen Qt finds under the anchor."""
+        named = self._shown.screen if self._shown is not None else None
+        if named is not None and named.width > 0 and named.height > 0:
+            return QRect(named.x, named.y, named.width, named.height)
+        screen = QGuiApplication.screenAt(self._anchor.center()) or QGuiApplication.primaryScreen()
+        return screen.availableGeometry()
+
+    def _present(self) -> None:
+        assert self._presenter is not None
+        image = self.grab().toImage()
+        named = self._shown.screen if self._shown is not None else None
+        self._presenter.present(
+            image,
+            self._position.x() - self._area.x(),
+            self._position.y() - self._area.y(),
+            named.name if named is not None else "",
+            fixed=self.at_fixed_place,
+        )
+        if self.preview_id is not None and log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "popup %d presented %d characters at %.6f",
+                self.preview_id,
+                len(self.text),
+                time.monotonic(),
+            )
 
     @property
     def anchor(self) -> QRect:
         return QRect(self._anchor)
 
     def position(self) -> QPoint:
-        return self.pos()
+        """Where the popup's top-left corner is on the desktop (on a layer surface, where
+        it was put: a Wayland client has no window position to ask)."""
+        return QPoint(self._position) if self._presenter is not None else self.pos()
+
+    @property
+    def on_layer_surface(self) -> bool:
+        return self._presenter is not None
+
+    @property
+    def at_fixed_place(self) -> bool:
+        """On a layer surface with no caret to go to: centred at the top of the output."""
+        return self._presenter is not None and self._anchor.isNull()

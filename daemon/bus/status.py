@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from anyfill.daemon.context import CaretRect
+from anyfill.daemon.context import CaretRect, ScreenArea
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,12 @@ class PreviewShown:
     monospace: bool
     keys: tuple[tuple[str, str], ...] = ()
     """(action, hotkey) of the keys the popup takes while visible, for its hint line."""
+    screen: ScreenArea | None = None
+    """The output the target window is on, where the platform tells (Wayland: compositor
+    IPC); ``caret`` is then in the same (desktop) coordinates."""
+    hint: str = ""
+    """Said instead of the keys when the popup has no key to insert with (Wayland
+    without compositor IPC): how to insert and dismiss."""
 
     @property
     def topic(self) -> str:

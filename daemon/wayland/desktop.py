@@ -5,7 +5,7 @@
 | hotkeys    | GlobalShortcuts portal                | ``anyfill trigger`` bound in the desktop    |
 | insertion  | AT-SPI EditableText (verified)        | clipboard + paste keys                      |
 | clipboard  | data-control, native (pywayland)      | wl-clipboard; Clipboard portal (GNOME)      |
-| keys       | virtual keyboard (wtype, wlroots)     | RemoteDesktop portal (GNOME, KDE)           |
+| keys       | virtual keyboard (ours, else wtype)   | RemoteDesktop portal (GNOME, KDE)           |
 | focus      | compositor IPC (sway, Hyprland, KWin) | AT-SPI's active window                      |
 """
 
@@ -34,12 +34,14 @@ from anyfill.daemon.wayland.kwin import KWinFocus
 from anyfill.daemon.wayland.portal.bus import PortalBus, PortalError
 from anyfill.daemon.wayland.portal.remote import PortalClipboard, PortalKeys, RemoteSession
 from anyfill.daemon.wayland.portal.shortcuts import PortalHotkeys
+from anyfill.daemon.wayland.preview_input import popup_input, popup_route
 from anyfill.daemon.wayland.session import (
     compositor,
     display_path,
     has_data_control,
     has_virtual_keyboard,
 )
+from anyfill.daemon.wayland.virtual_keyboard import open_virtual_keyboard
 
 log = logging.getLogger("anyfill.wayland")
 
@@ -54,6 +56,7 @@ class Routes:
     clipboard: str = "none"
     keys: str = "none"
     focus: str = "none"
+    preview: str = "none: the preview hotkey inserts directly"
 
     def lines(self) -> list[tuple[str, str]]:
         return [
@@ -62,6 +65,7 @@ class Routes:
             ("clipboard", self.clipboard),
             ("keys", self.keys),
             ("focus guard", self.focus),
+            ("preview popup", self.preview),
         ]
 
 
@@ -141,7 +145,10 @@ class WaylandDesktop:
             stack.push_async_callback(remote.close)
 
         keys: Keys
-        if has_virtual_keyboard(kind) and WtypeKeys.installed():
+        own_keys = await open_virtual_keyboard(stack, self._env)
+        if own_keys is not None:
+            keys, routes.keys = own_keys, own_keys.name
+        elif has_virtual_keyboard(kind) and WtypeKeys.installed():
             keys, routes.keys = WtypeKeys(), "virtual keyboard (wtype)"
         elif remote is not None and portal is not None:
             keys = PortalKeys(remote, portal)
@@ -173,15 +180,17 @@ class WaylandDesktop:
         routes.insertion = (
             "AT-SPI EditableText, else paste" if direct is not None else "paste (no AT-SPI)"
         )
-        source = compositor_focus(self._env)
-        if isinstance(source, KWinFocus):
-            stack.callback(source.close)  # unloads our script from KWin
-            await asyncio.to_thread(source.focused)  # load it now, not on the first press
-        windows = WaylandWindows(source, AtspiFocus())
+        windows = await _focus_windows(self._env, stack)
         routes.focus = windows.route
+        preview = await popup_input(self._env, keys, stack)
+        routes.preview = popup_route(
+            self._env,
+            installed=not isinstance(keys, NoKeys),
+            layer_shell=preview is not None,
+        )
         for step, route in routes.lines():
             log.info("wayland %s: %s", step, route)
-        return Desktop(keys, clipboard, windows, lost=lost, direct=direct)
+        return Desktop(keys, clipboard, windows, lost=lost, direct=direct, preview_input=preview)
 
     async def __aexit__(
         self,
@@ -236,6 +245,14 @@ class DisplayLink:
         if self._sock is not None:
             asyncio.get_running_loop().remove_reader(self._sock.fileno())
             self._sock.close()
+
+
+async def _focus_windows(env: Mapping[str, str], stack: AsyncExitStack) -> WaylandWindows:
+    source = compositor_focus(env)
+    if isinstance(source, KWinFocus):
+        stack.callback(source.close)  # unloads our script from KWin
+        await asyncio.to_thread(source.focused)  # load it now, not on the first press
+    return WaylandWindows(source, AtspiFocus())
 
 
 async def _portal(address: str | None) -> PortalBus | None:

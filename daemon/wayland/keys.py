@@ -1,4 +1,5 @@
-"""Key events on Wayland: wtype (the virtual-keyboard protocol of wlroots compositors).
+"""Key events on Wayland through wtype (the virtual-keyboard protocol of wlroots
+compositors), where our own virtual keyboard (virtual_keyboard.py) cannot be used.
 
 Wayland has no global keyboard state a client may read, so ``wait_released`` cannot see
 the user's modifiers: bind ``anyfill trigger`` on key release where the compositor allows
@@ -19,6 +20,7 @@ from anyfill.daemon.wayland.keysyms import MODIFIERS, key_name, parse_chord
 log = logging.getLogger("anyfill.wayland.keys")
 
 TIMEOUT_S = 5.0
+SETTLE_MS = 100
 
 
 class WtypeKeys:
@@ -43,6 +45,15 @@ class WtypeKeys:
         args += ["-k", key_name(key)]
         for mod in reversed(mods):
             args += ["-m", MODIFIERS[mod][0]]
+        # wtype's keymap holds only the keysyms named, in order, and GTK 3 never finds the
+        # key on a keymap's highest keycode (daemon/wayland/keymap.py): one more keysym,
+        # named by the release of a key that is not down (the compositor drops it), keeps
+        # the chord's key off that keycode.
+        pad = "Hyper_R" if key_name(key) != "Hyper_R" else "Hyper_L"
+        args += ["-p", pad]
+        # Each wtype brings its own keymap; one that replaces ours before GTK handled the
+        # chord loses it: stay a moment, so the next keymap comes later.
+        args += ["-s", str(SETTLE_MS)]
         await self._wtype(args)
 
     async def type_text(self, text: str) -> bool:

@@ -14,12 +14,15 @@ from typing import Literal
 from anyfill.daemon.wayland.compositor import compositor_focus
 from anyfill.daemon.wayland.datacontrol import native_route
 from anyfill.daemon.wayland.kwin import KWinFocus, kwin_reachable
+from anyfill.daemon.wayland.preview_input import popup_line
 from anyfill.daemon.wayland.session import (
+    Compositor,
     compositor,
     display_path,
     has_data_control,
     has_virtual_keyboard,
 )
+from anyfill.daemon.wayland.virtual_keyboard import VirtualKeyboard, virtual_keyboard_offered
 
 Status = Literal["ok", "warn", "fail"]
 Line = tuple[Status, str, str]
@@ -83,15 +86,9 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
         lines.append(("warn", "clipboard", "wl-clipboard without data-control: may flicker"))
     else:
         lines.append(("fail", "clipboard", "no route: install wl-clipboard"))
-    if has_virtual_keyboard(kind) and shutil.which("wtype"):
-        lines.append(("ok", "keys", "virtual keyboard (wtype)"))
-    elif remote:
-        lines.append(("ok", "keys", "RemoteDesktop portal (asks for consent once)"))
-    else:
-        hint = "install wtype" if has_virtual_keyboard(kind) else "install xdg-desktop-portal"
-        lines.append(("warn", "keys", f"no key route ({hint}): paste fallback unavailable"))
+    lines.append(await _keys_line(environ, kind, bool(remote)))
     lines.append(focus_guard_line(environ, kwin_on_bus))
-    return lines
+    return [*lines, popup_line(environ)]
 
 
 def focus_guard_line(environ: Mapping[str, str], kwin_on_bus: bool) -> Line:
@@ -99,3 +96,15 @@ def focus_guard_line(environ: Mapping[str, str], kwin_on_bus: bool) -> Line:
     if isinstance(focus, KWinFocus) and not kwin_on_bus:
         return ("warn", "focus guard", "AT-SPI's active window (KWin is not on the bus)")
     return ("ok", "focus guard", focus.name if focus is not None else "AT-SPI's active window")
+
+
+async def _keys_line(environ: Mapping[str, str], kind: Compositor, remote: bool) -> Line:
+    native = await virtual_keyboard_offered(environ)
+    if not native:
+        return ("ok", "keys", VirtualKeyboard.name)
+    if has_virtual_keyboard(kind) and shutil.which("wtype"):
+        return ("ok", "keys", f"virtual keyboard (wtype; not our own: {native})")
+    if remote:
+        return ("ok", "keys", "RemoteDesktop portal (asks for consent once)")
+    hint = "install wtype" if has_virtual_keyboard(kind) else "install xdg-desktop-portal"
+    return ("warn", "keys", f"no key route ({hint}): paste fallback unavailable")

@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from anyfill.daemon.context import CaretRect, ScreenArea
+from anyfill.daemon.desktop import Target
 from anyfill.daemon.hotkeys import MODIFIERS, Hotkey
 from anyfill.daemon.x11.connection import XConnection
 from anyfill.daemon.x11.grab import X11Hotkeys
@@ -58,6 +60,15 @@ class X11PreviewInput:
         await grab.__aenter__()
         self._grab = grab
         return grab.keycodes | self._modifier_keycodes()
+
+    async def locate(
+        self, target: Target, caret: CaretRect | None
+    ) -> tuple[CaretRect | None, ScreenArea | None]:
+        return caret, None  # X11 character extents are in screen coordinates already
+
+    @property
+    def refused_keys(self) -> dict[str, str]:
+        return {}  # a key another program holds fails the grab (X11Hotkeys says so)
 
     async def release_keys(self) -> None:
         from Xlib import X

@@ -17,13 +17,16 @@ import itertools
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
-from anyfill.daemon.desktop import ClipSnapshot
+from anyfill.daemon.desktop import ClipSnapshot, Keys
 from anyfill.daemon.wayland.clipboard import WlClipboard
+from anyfill.daemon.wayland.keys import WtypeKeys
+from anyfill.daemon.wayland.virtual_keyboard import VirtualKeyboard
 from tests.e2e.conftest import FIGURES, REPEAT
 from tests.e2e.harness import Daemon, Outcome, QtTarget, daemon_config, wait_until
 from tests.e2e.wayland import UNUSABLE, Editor, WaylandSession, open_mousepad
@@ -92,6 +95,18 @@ def paste_daemon(wl: WaylandSession, llama: tuple[LlamaCpp, LoopbackServer]) -> 
 
 
 @pytest.fixture(scope="module")
+def gtk_paste_daemon(
+    wl: WaylandSession, llama: tuple[LlamaCpp, LoopbackServer]
+) -> Iterator[Daemon]:
+    """A daemon that reads mousepad by keyboard selection; with mousepad out of AT-SPI's
+    reach, it pastes too: a GTK app that gives AT-SPI nothing."""
+    rule = '[[insert.apps]]\nmatch = "^mousepad$"\ncapture = ["keyboard"]\n'
+    process = Daemon(wl, daemon_config(llama[1].url, rule), "anyfill-gtk-paste")  # type: ignore[arg-type]
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
 def clipboard_daemon(
     wl: WaylandSession, llama: tuple[LlamaCpp, LoopbackServer]
 ) -> Iterator[Daemon]:
@@ -140,11 +155,23 @@ def prepare(wl: WaylandSession, editors: list[Editor], case: Case) -> tuple[Edit
     return editor, text, caret
 
 
+def open_unreachable_mousepad(
+    wl: WaylandSession, editors: list[Editor], case: Case
+) -> tuple[Editor, str, int]:
+    """Like :func:`prepare`, but mousepad runs without its accessibility bridge (a fresh
+    instance: every earlier test closed its editors), so AT-SPI can neither read nor write
+    it; the user's primary selection is set too."""
+    assert not any(n.get("app_id") == "mousepad" for n in wl.windows()), "mousepad still runs"
+    editor, text, caret = prepare(replace(wl, env={**wl.env, "NO_AT_BRIDGE": "1"}), editors, case)
+    wl.set_clipboard("the user's primary selection", primary=True)
+    return editor, text, caret
+
+
 def test_the_daemon_chose_the_wayland_routes(wl_daemon: Daemon) -> None:
     log = wl_daemon.log()
     assert "wayland insertion: AT-SPI EditableText, else paste" in log
     assert "wayland clipboard: data-control (wlr-data-control-unstable-v1 v2, native" in log
-    assert "wayland keys: virtual keyboard (wtype)" in log
+    assert "wayland keys: virtual keyboard (anyfill's own, zwp_virtual_keyboard_v1)" in log
     assert "wayland focus guard: sway IPC" in log
     code, out = wl_daemon.cli("status")
     assert code == 0, out
@@ -268,7 +295,7 @@ def test_doctor_names_the_route_of_each_step(wl: WaylandSession, tmp_path: Path)
     assert "anyfill trigger complete" in lines["hotkeys"]
     assert "AT-SPI EditableText" in lines["insertion"]
     assert "data-control (wlr-data-control-unstable-v1 v2, native)" in lines["clipboard"]
-    assert "virtual keyboard (wtype)" in lines["keys"]
+    assert "virtual keyboard (anyfill's own" in lines["keys"]
     assert "sway IPC" in lines["focus"]
 
 
@@ -446,3 +473,71 @@ def test_paste_route_in_a_native_wayland_qt_editor(
         assert restored, primary
     finally:
         target.close()
+
+
+@pytest.mark.parametrize("rep", range(REPEAT))
+@pytest.mark.parametrize("name", list(CASES))
+def test_keyboard_capture_and_paste_in_native_wayland_gtk_mousepad(
+    name: str,
+    rep: int,
+    wl: WaylandSession,
+    gtk_paste_daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+    editors: list[Editor],
+) -> None:
+    """GTK takes our virtual keyboard's chords: the capture selects with Shift+Home/End
+    (Ctrl+Shift+Home/End) and copies with Ctrl+C, the completion goes in with Ctrl+V, and
+    the user's clipboard and primary selection are put back. With wtype's own keymap GTK 3
+    ignored every chord (docs/wayland.md)."""
+    case = CASES[name]
+    editor, text, caret = open_unreachable_mousepad(wl, editors, case)
+    answer(llama, Reply(text=case.reply))
+    before = len(infill(llama[1]))
+
+    outcome = trigger(gtk_paste_daemon)
+
+    assert (outcome.status, outcome.method, outcome.capture) == (
+        "inserted",
+        "paste",
+        "keyboard",
+    ), outcome
+    sent = infill(llama[1])[before].json()
+    assert (sent["input_prefix"], sent["input_suffix"]) == (text[:caret], text[caret:])
+    restored = FIGURES["R1 user clipboard restored"].check(wl.get_clipboard() == USER_CLIP)
+    assert restored, wl.get_clipboard()
+    primary = wl.get_clipboard(primary=True)
+    restored = FIGURES["R1 user PRIMARY restored"].check(primary == "the user's primary selection")
+    assert restored, primary
+    wl.type_text("|")  # lands at the caret: the caret is after the inserted text
+    saved = wait_until(lambda: _with_mark(editor.save()), 5, "the typed mark in the document")
+    assert saved == text[:caret] + case.reply + "|" + text[caret:]
+
+
+@pytest.mark.parametrize("rep", range(REPEAT))
+@pytest.mark.parametrize("route", ["own", "wtype"])
+async def test_key_routes_drive_native_wayland_gtk_mousepad(
+    route: str, rep: int, wl: WaylandSession, editors: list[Editor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both key routes, straight into GTK: a named key with Shift, cut, non-ASCII and
+    multi-line text typed, Ctrl+Home. wtype is the fallback where our own virtual keyboard
+    cannot be had."""
+    for key in ("WAYLAND_DISPLAY", "XDG_RUNTIME_DIR"):
+        monkeypatch.setenv(key, wl.env[key])
+    editor = await asyncio.to_thread(open_mousepad, wl, "alpha beta\ngamma\n", 1, 6)
+    editors.append(editor)
+    async with AsyncExitStack() as stack:
+        keys: Keys = WtypeKeys()
+        if route == "own":
+            keys = await stack.enter_async_context(VirtualKeyboard(wl.env))
+        await keys.press("<shift>+<end>")
+        await keys.press("<ctrl>+x")
+        assert await keys.type_text("Grüße ✓ {A|b}? ~_~\n日本 ")
+        await keys.press("<ctrl>+<home>")
+        assert await keys.type_text("^")
+    saved = await asyncio.to_thread(wait_until, lambda: _with_caret(editor.save()), 5, "the ^")
+    assert saved == "^alpha Grüße ✓ {A|b}? ~_~\n日本 \ngamma\n"
+    assert await asyncio.to_thread(wl.get_clipboard) == "beta"
+
+
+def _with_caret(saved: str) -> str:
+    return saved if "^" in saved else ""

@@ -7,13 +7,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from anyfill.config.model import Settings
+from anyfill.daemon.apprules import AppSettings
 from anyfill.daemon.backends.base import Plan
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import PreviewClosed, PreviewShown, PreviewText
+from anyfill.daemon.capture.base import Captured
 from anyfill.daemon.completion import Completion, CompletionRequest
+from anyfill.daemon.context import CaretRect, ScreenArea
 from anyfill.daemon.core import Core
+from anyfill.daemon.desktop import Target
 from anyfill.daemon.hotkeys import Hotkey
 from anyfill.daemon.pipeline import Outcome, Pipeline
 from anyfill.daemon.preview import PreviewController, looks_like_code
@@ -26,7 +31,9 @@ OWN_KEYCODES = frozenset({23, 36, 9, 64})
 class FakePreviewInput:
     """The platform's key grab and activity watch, as the X server would report them."""
 
-    def __init__(self) -> None:
+    def __init__(self, refused: dict[str, str] | None = None) -> None:
+        self.refused = refused or {}
+        self.located: list[tuple[Target, CaretRect | None]] = []
         self.grabbed: dict[str, Hotkey] = {}
         self.on_key: Callable[[str], None] | None = None
         self.on_activity: Callable[[str, int], None] | None = None
@@ -52,9 +59,35 @@ class FakePreviewInput:
 
         return stop
 
+    async def locate(
+        self, target: Target, caret: CaretRect | None
+    ) -> tuple[CaretRect | None, ScreenArea | None]:
+        """Like sway: the window sits at (100, 50) of output DP-1 (1920×1080 at 0, 0)."""
+        self.located.append((target, caret))
+        if caret is None:
+            return None, None
+        moved = CaretRect(caret.x + 100, caret.y + 50, caret.width, caret.height)
+        return moved, ScreenArea("DP-1", 0, 0, 1920, 1080)
+
+    @property
+    def refused_keys(self) -> dict[str, str]:
+        return dict(self.refused)
+
     def press(self, name: str) -> None:
         assert self.on_key is not None, f"{name} pressed while the popup keys are not grabbed"
         self.on_key(name)
+
+
+class CaretCapture(FixedCapture):
+    """Fixed text, and the caret rectangle the platform reported with it."""
+
+    def __init__(self, *args: Any, caret: CaretRect | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.caret = caret
+
+    async def capture(self, target: Target, app: AppSettings) -> Captured:
+        captured = await super().capture(target, app)
+        return replace(captured, context=replace(captured.context, caret=self.caret))
 
 
 @dataclass
@@ -117,9 +150,14 @@ async def wait_for(check: Callable[[], object], within: float = 2.0) -> None:
             await asyncio.sleep(0.001)
 
 
-def rig(answers: dict[str, list[str]] | None = None) -> Rig:
+def rig(
+    answers: dict[str, list[str]] | None = None,
+    *,
+    port: FakePreviewInput | None = None,
+    caret: CaretRect | None = None,
+) -> Rig:
     desktop, keys, _clipboard, windows = fake_desktop(EDITOR)
-    port = FakePreviewInput()
+    port = port or FakePreviewInput()
     desktop = replace(desktop, preview_input=port)
     settings = Settings.model_validate(
         {
@@ -139,7 +177,11 @@ def rig(answers: dict[str, list[str]] | None = None) -> Rig:
         desktop,
         completer,
         settings,
-        {"keyboard": FixedCapture("keyboard", prefix="x = 1\nHello ", suffix="world\ny")},
+        {
+            "keyboard": CaretCapture(
+                "keyboard", prefix="x = 1\nHello ", suffix="world\ny", caret=caret
+            )
+        },
         bus=bus,
         preview=preview,
     )
@@ -296,3 +338,77 @@ async def test_a_failed_backend_is_shown_and_named_when_the_preview_closes() -> 
     assert outcome.status == "dismissed"
     assert "nothing listens" in outcome.reason
     assert r.keys.pressed[-1] == "<tab>"
+
+
+async def test_a_focus_event_or_the_targets_text_changing_closes_the_preview() -> None:
+    """Wayland: the compositor reports focus changes, AT-SPI the text changes (by pid)."""
+    target = replace(EDITOR, pid=4242)
+    for cause, act in (
+        ("focus", lambda r: r.port.on_activity("focus", 0x999)),
+        ("typing", lambda r: r.port.on_activity("text", 4242)),
+    ):
+        r = rig()
+        r.windows.target = target
+        task = await r.press_preview()
+        r.port.on_activity("focus", target.window_id)  # the target again: nothing moved
+        r.port.on_activity("text", 777)  # another application's text: not the user typing
+        await asyncio.sleep(0.01)
+        assert not task.done(), cause
+        act(r)
+        outcome = await task
+        assert (outcome.status, outcome.reason) == ("dismissed", cause), cause
+
+
+async def test_the_popup_is_told_the_caret_on_the_desktop_and_its_output() -> None:
+    r = rig(caret=CaretRect(30, 40, 1, 18))
+    task = await r.press_preview()
+    shown = r.of(PreviewShown)[0]
+    assert shown.caret == CaretRect(130, 90, 1, 18)
+    assert shown.screen == ScreenArea("DP-1", 0, 0, 1920, 1080)
+    assert r.port.located[0][0].window_id == EDITOR.window_id
+    r.port.press("dismiss")
+    await task
+
+
+async def test_a_key_the_platform_could_not_take_is_not_offered_in_the_hint() -> None:
+    port = FakePreviewInput(refused={"previous": "Mod1+bracketleft is bound in your sway config"})
+    r = rig(port=port)
+    task = await r.press_preview()
+    names = [name for name, _ in r.of(PreviewShown)[0].keys]
+    assert "previous" not in names
+    assert "next" in names
+    r.port.press("dismiss")
+    await task
+
+
+async def test_with_no_accept_key_the_shortcut_again_inserts_and_the_popup_says_so() -> None:
+    """Wayland without compositor IPC: no key can be taken, so the preview shortcut pressed
+    again inserts (instead of starting another completion) and cancel dismisses."""
+    refused = dict.fromkeys(("accept0", "accept1", "dismiss", "next", "previous"), "no IPC")
+    r = rig(port=FakePreviewInput(refused=refused))
+    task = await r.press_preview()
+    shown = r.of(PreviewShown)[0]
+    assert shown.keys == ()
+    assert "preview shortcut again: insert" in shown.hint
+    r.completer.step.set()
+    await wait_for(lambda: any(e.final for e in r.of(PreviewText)))
+    r.pipeline.trigger("preview")
+    outcome = await task
+    assert (outcome.status, outcome.middle) == ("sent", "big brown ")
+    assert len(r.completer.requests) == 1  # no second completion was started
+
+    task = await r.press_preview()
+    r.pipeline.trigger("cancel")
+    await asyncio.gather(task, return_exceptions=True)
+    assert r.of(PreviewClosed)[-1].reason == "cancelled"
+    assert r.keys.pasted == ["big brown "]  # nothing more
+
+
+async def test_with_accept_keys_the_shortcut_again_starts_a_new_preview() -> None:
+    r = rig()
+    await r.press_preview()
+    first = r.pipeline._current
+    r.pipeline.trigger("preview")
+    assert r.pipeline._current is not first  # superseded, as before
+    assert r.of(PreviewShown)[0].hint == ""
+    r.pipeline.cancel()
