@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from anyfill.daemon.errors import ClipboardUnreadable
+
 if TYPE_CHECKING:
     from anyfill.daemon.context import CaretRect, ScreenArea
     from anyfill.daemon.hotkeys import Action, Hotkey
@@ -55,6 +57,18 @@ class ClipSnapshot:
         with contextlib.suppress(UnicodeEncodeError):
             items["STRING"] = ("STRING", 8, text.encode("latin-1"))
         return cls(items)
+
+
+def saved_or_refused(which: Which, offered: int, snapshot: ClipSnapshot) -> ClipSnapshot:
+    """``snapshot`` of a selection whose owner offered ``offered`` formats; raises
+    ClipboardUnreadable when it offered some and none could be saved (an owner too slow
+    or too big to answer): restoring an empty clipboard would lose the user's."""
+    if offered and snapshot.empty:
+        raise ClipboardUnreadable(
+            f"could not save the {which} selection ({offered} formats offered, none read in"
+            " time); nothing was changed, so that it is not lost"
+        )
+    return snapshot
 
 
 @dataclass

@@ -225,6 +225,11 @@ class FocusChanged(InsertError):
     pass
 
 
+class ClipboardUnreadable(CaptureError, InsertError):
+    """The clipboard's owner offered formats but none could be saved: taking the
+    clipboard now would lose the user's, so the capture or paste stops before it."""
+
+
 class SelectionAppeared(InsertError):
     """Text became selected in the target after capture; a paste would replace it."""
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal
 
-from anyfill.daemon.desktop import ClipSnapshot, Offer, Which
+from anyfill.daemon.desktop import ClipSnapshot, Offer, Which, saved_or_refused
 from anyfill.daemon.errors import DesktopUnavailable, InsertError
 
 log = logging.getLogger("anyfill.wayland.clipboard")
@@ -106,8 +106,12 @@ class WlClipboard:
         if not types:
             return ClipSnapshot()
         datas = await asyncio.gather(*(_read(which, t, SNAPSHOT_TIMEOUT_S) for t in types))
-        return ClipSnapshot(
-            {t: (t, 8, data) for t, data in zip(types, datas, strict=True) if data is not None}
+        return saved_or_refused(
+            which,
+            len(types),
+            ClipSnapshot(
+                {t: (t, 8, data) for t, data in zip(types, datas, strict=True) if data is not None}
+            ),
         )
 
     async def offer(self, which: Which, snapshot: ClipSnapshot, reader: int | None = None) -> Offer:

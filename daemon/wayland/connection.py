@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import select
+import time
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -285,10 +287,43 @@ def list_globals(environ: Mapping[str, str]) -> dict[str, int]:
     try:
         registry = display.get_registry()
         registry.dispatcher["global"] = on_global
-        display.roundtrip()
+        # Bounded: a display that takes the connection but never answers (a hung
+        # compositor) must not hang ``doctor``.
+        problem = roundtrip(display, PROBE_TIMEOUT_S)
     finally:
         display.disconnect()
+    if problem:
+        log.info("the Wayland display gave no list of globals: %s", problem)
+        return {}
     return found
+
+
+PROBE_TIMEOUT_S = 2.0
+
+
+def roundtrip(display: Display, timeout_s: float) -> str:
+    """``wl_display.sync`` and wait for its ``done``, at most ``timeout_s``: '' once the
+    compositor handled everything sent before, else what went wrong."""
+    done: list[bool] = []
+    callback = display.sync()
+    callback.dispatcher["done"] = lambda _callback, _data: done.append(True)
+    deadline = time.monotonic() + timeout_s
+    fd = display.get_fd()
+    try:
+        while not done:
+            display.flush()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "no answer"
+            readable, _, _ = select.select([fd], [], [], left)
+            if readable:
+                display.read()
+                display.dispatch(block=False)
+    except RuntimeError as exc:
+        return f"connection closed: {exc}"
+    finally:
+        callback._destroy()
+    return ""
 
 
 __all__ = [

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
-from anyfill.daemon.desktop import ClipSnapshot, Offer, Value, Which
+from anyfill.daemon.desktop import ClipSnapshot, Offer, Value, Which, saved_or_refused
 from anyfill.daemon.errors import DesktopUnavailable, InsertError
 from anyfill.daemon.wayland.connection import (
     ConnectionLost,
@@ -252,7 +252,7 @@ class DataControlClipboard:
         log.debug(
             "saved %s: %d of %d formats, %d bytes", which, len(items), len(mimes), budget.used
         )
-        return ClipSnapshot(items)
+        return saved_or_refused(which, len(mimes), ClipSnapshot(items))
 
     async def offer(self, which: Which, snapshot: ClipSnapshot, reader: int | None = None) -> Offer:
         # ``reader`` cannot be honoured: a send event does not say who reads.

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import select
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +26,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from anyfill.daemon.errors import DesktopUnavailable, InsertError
+from anyfill.daemon.wayland.connection import roundtrip
 from anyfill.daemon.wayland.keymap import (
     FORMAT_XKB_V1,
     MODIFIER_KEYS,
@@ -255,31 +255,6 @@ class VirtualKeyboard:
             proxy._destroy()
         self._proxies = []
         display.disconnect()
-
-
-def roundtrip(display: Display, timeout_s: float) -> str:
-    """``wl_display.sync`` and wait for its ``done``, at most ``timeout_s``: '' once the
-    compositor handled everything sent before, else what went wrong."""
-    done: list[bool] = []
-    callback = display.sync()
-    callback.dispatcher["done"] = lambda _callback, _data: done.append(True)
-    deadline = time.monotonic() + timeout_s
-    fd = display.get_fd()
-    try:
-        while not done:
-            display.flush()
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return "no answer"
-            readable, _, _ = select.select([fd], [], [], left)
-            if readable:
-                display.read()
-                display.dispatch(block=False)
-    except RuntimeError as exc:
-        return f"connection closed: {exc}"
-    finally:
-        callback._destroy()
-    return ""
 
 
 def _chord_events(mods: list[str], code: int) -> list[tuple[str, int]]:

@@ -14,7 +14,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from anyfill.daemon.desktop import ClipSnapshot, Offer, Value, Which
+from anyfill.daemon.desktop import ClipSnapshot, Offer, Value, Which, saved_or_refused
 from anyfill.daemon.errors import InsertError
 from anyfill.daemon.x11.connection import XConnection
 
@@ -100,7 +100,9 @@ class X11Clipboard:
         if got is None or not isinstance(got[2], tuple):
             # An owner that cannot list its targets: keep at least its text.
             text = await self._read_target(selection, "UTF8_STRING", timestamp, 0.5)
-            return ClipSnapshot.from_text(text) if text is not None else ClipSnapshot()
+            return saved_or_refused(
+                which, 1, ClipSnapshot.from_text(text) if text is not None else ClipSnapshot()
+            )
         names = [self._conn.atom_name(atom) for atom in got[2] if atom]
         wanted = [name for name in dict.fromkeys(names) if name not in META_TARGETS]
         results = await asyncio.gather(
@@ -118,7 +120,7 @@ class X11Clipboard:
             total += size
             items[name] = result
         log.debug("saved %s: %d formats, %d bytes", which, len(items), total)
-        return ClipSnapshot(items)
+        return saved_or_refused(which, len(wanted), ClipSnapshot(items))
 
     async def offer(self, which: Which, snapshot: ClipSnapshot, reader: int | None = None) -> Offer:
         state = await self._claim(which, snapshot, reader, None)

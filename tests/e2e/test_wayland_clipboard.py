@@ -413,3 +413,36 @@ async def test_a_huge_or_stalled_format_is_left_out_without_blocking_the_loop(
     finally:
         owner.kill()
         owner.wait(5)
+
+
+def test_a_clipboard_that_cannot_be_saved_is_never_taken(
+    wl: WaylandSession,
+    daemon: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+) -> None:
+    """An owner that offers formats and answers none of them in time (a hung or very slow
+    app): saving the user's clipboard fails, so the press stops before taking it (nothing
+    is copied, nothing typed) and the owner still holds the clipboard afterwards. Before
+    this rule the snapshot came back empty and the restore cleared the user's clipboard."""
+    stalled = ("text/plain", "text/html")
+    process = start_owner(wl, {}, {"text/plain": b"p"}, stalled=stalled)
+    known = {n.get("id") for n in wl.windows()}
+    target = QtTarget(wl, "anyfill-wlclip-qt-unsaved")  # type: ignore[arg-type]
+    try:
+        wait_until(lambda: wl.focused_window().get("id") not in known | {None}, 20, "the Qt window")
+        target.set("alpha beta", 6)
+        answer(llama, Reply(text="gamma "))
+
+        outcome = trigger(daemon)
+
+        assert outcome.status == "failed", outcome
+        assert "could not save the clipboard selection" in outcome.reason, outcome
+        state = target.state()
+        assert (state["text"], state["caret"]) == ("alpha beta", 6)
+        assert types(wl) == set(stalled)  # still the hung owner's: never taken over
+        assert process.poll() is None
+    finally:
+        target.close()
+        if process.poll() is None:
+            process.kill()
+        process.wait(5)

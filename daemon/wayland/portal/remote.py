@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from dbus_fast import Variant
 
-from anyfill.daemon.desktop import ClipSnapshot, Offer, Value, Which
+from anyfill.daemon.desktop import ClipSnapshot, Offer, Value, Which, saved_or_refused
 from anyfill.daemon.errors import InsertError
 from anyfill.daemon.wayland.keysyms import MODIFIERS, keysym, parse_chord
 from anyfill.daemon.wayland.portal.bus import SESSION, PortalBus, PortalError
@@ -247,7 +247,7 @@ class PortalClipboard:
             data = await self._read(mime)
             if data is not None:
                 items[mime] = (mime, 8, data)
-        return ClipSnapshot(items)
+        return saved_or_refused(which, len(self._types), ClipSnapshot(items))
 
     async def _read(self, mime: str) -> bytes | None:
         try:
