@@ -34,7 +34,7 @@ from anyfill.daemon.wayland.kwin import KWinFocus
 from anyfill.daemon.wayland.portal.bus import PortalBus, PortalError
 from anyfill.daemon.wayland.portal.remote import PortalClipboard, PortalKeys, RemoteSession
 from anyfill.daemon.wayland.portal.shortcuts import PortalHotkeys
-from anyfill.daemon.wayland.preview_input import popup_input, popup_route
+from anyfill.daemon.wayland.preview_input import KWinPreviewInput, popup_input, popup_route
 from anyfill.daemon.wayland.session import (
     compositor,
     display_path,
@@ -94,6 +94,11 @@ class WaylandWindows:
             if not self._source.unavailable:
                 return None  # KWin answered: no window is active
         return self._fallback.focused()
+
+    @property
+    def kwin(self) -> KWinFocus | None:
+        """The KWin focus source, which also tells where the window is (KDE only)."""
+        return self._source if isinstance(self._source, KWinFocus) else None
 
     def is_password_field(self, target: Target) -> bool | None:
         return None  # the accessibility capture tells
@@ -182,11 +187,12 @@ class WaylandDesktop:
         )
         windows = await _focus_windows(self._env, stack)
         routes.focus = windows.route
-        preview = await popup_input(self._env, keys, stack)
+        preview = await popup_input(self._env, keys, stack, windows.kwin)
         routes.preview = popup_route(
             self._env,
             installed=not isinstance(keys, NoKeys),
             layer_shell=preview is not None,
+            kwin=isinstance(preview, KWinPreviewInput),
         )
         for step, route in routes.lines():
             log.info("wayland %s: %s", step, route)

@@ -20,18 +20,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import tempfile
 import threading
 import uuid
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from dbus_fast import BusType, Message, MessageType
 from dbus_fast.aio import MessageBus
 
+from anyfill.daemon.context import ScreenArea
 from anyfill.daemon.desktop import Target
 from anyfill.daemon.wayland.compositor import process_name
 
@@ -62,21 +65,54 @@ T = TypeVar("T")
 # KWin 5 names the active window activeClient/clientActivated; KWin 6 activeWindow/
 # windowActivated. The script uses whichever this KWin has.
 SCRIPT = """\
+let anyfillWindow = null;
+function anyfillGeometry(window) {
+    const g = window.bufferGeometry || window.frameGeometry;
+    const area = workspace.clientArea(KWin.FullScreenArea, window);
+    return JSON.stringify({
+        x: g.x, y: g.y, width: g.width, height: g.height,
+        output: window.output ? String(window.output.name) : "",
+        screen: [area.x, area.y, area.width, area.height]});
+}
 function anyfillReport(window) {
     callDBus(%(service)s, %(path)s, %(interface)s, %(member)s,
         window ? String(window.internalId) : "",
         window ? String(window.resourceClass) : "",
         window ? String(window.caption) : "",
-        window ? String(window.pid) : "0");
+        window ? String(window.pid) : "0",
+        window ? anyfillGeometry(window) : "");
 }
-(workspace.windowActivated || workspace.clientActivated).connect(anyfillReport);
-anyfillReport(workspace.activeWindow !== undefined ? workspace.activeWindow
-                                                   : workspace.activeClient);
+function anyfillMoved() {
+    anyfillReport(anyfillWindow);
+}
+function anyfillActivated(window) {
+    if (anyfillWindow && anyfillWindow.bufferGeometryChanged)
+        anyfillWindow.bufferGeometryChanged.disconnect(anyfillMoved);
+    anyfillWindow = window;
+    if (window && window.bufferGeometryChanged)
+        window.bufferGeometryChanged.connect(anyfillMoved);
+    anyfillReport(window);
+}
+(workspace.windowActivated || workspace.clientActivated).connect(anyfillActivated);
+anyfillActivated(workspace.activeWindow !== undefined ? workspace.activeWindow
+                                                      : workspace.activeClient);
 """
 
 
 class KWinError(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class WindowPlace:
+    """Where KWin shows a window: its surface's top-left corner (the buffer, which is what
+    AT-SPI's window-relative coordinates are relative to, not the decoration) and its
+    output."""
+
+    window_id: int
+    x: int
+    y: int
+    screen: ScreenArea
 
 
 class KWinFocus:
@@ -92,6 +128,7 @@ class KWinFocus:
         self._kwin_owner = ""
         self._script: Path | None = None
         self._active: Target | None = None
+        self._place: WindowPlace | None = None
         self._reported = asyncio.Event()
         self._lock = threading.Lock()
         self._retry_at = 0.0
@@ -115,6 +152,27 @@ class KWinFocus:
                 with contextlib.suppress(OSError, TimeoutError):
                     self._run(self._disconnect(), TIMEOUT_S)
                 return None
+
+    def place(self) -> WindowPlace | None:
+        """The active window's place, as of KWin's last report (one round trip first, as
+        :meth:`focused`); None when KWin cannot tell."""
+        if self.focused() is None:
+            return None
+        with self._lock:
+            place = self._place
+            if place is None or place.screen.name:
+                return place
+            try:  # KWin 5 scripts do not name the window's output; KWin's D-Bus does
+                named = self._run(self._active_output(), TIMEOUT_S)
+            except (KWinError, OSError, TimeoutError) as exc:
+                log.debug("no output name from KWin: %s", exc)
+                return place
+            screen = ScreenArea(named, *_rect(place.screen))
+            return WindowPlace(place.window_id, place.x, place.y, screen)
+
+    async def _active_output(self) -> str:
+        reply = await self._call("activeOutputName", path="/KWin", interface=KWIN)
+        return str(reply[0])
 
     def close(self) -> None:
         with self._lock:
@@ -203,7 +261,7 @@ class KWinFocus:
 
     async def _disconnect(self, *, unload: bool = False) -> None:
         bus, self._bus = self._bus, None
-        self._active = None
+        self._active = self._place = None
         if bus is None:
             return
         if unload:
@@ -263,10 +321,11 @@ class KWinFocus:
             return True
         bus.send(Message.new_method_return(message))
         try:
-            self._active = window_target(*message.body)
-        except (TypeError, ValueError) as exc:
+            self._active = window_target(*message.body[:4])
+            self._place = window_place(self._active, *message.body[4:])
+        except (TypeError, ValueError, KeyError) as exc:
             log.debug("unexpected report from the KWin script: %r (%s)", message.body, exc)
-            self._active = None
+            self._active = self._place = None
         self._reported.set()
         return True
 
@@ -316,6 +375,24 @@ def window_target(internal_id: str, resource_class: str, caption: str, pid: str)
         title=caption,
         pid=number or None,
     )
+
+
+def window_place(target: Target | None, geometry: str = "") -> WindowPlace | None:
+    """The script's geometry report (JSON) for ``target``; None without one."""
+    if target is None or not geometry:
+        return None
+    data = json.loads(geometry)
+    left, top, width, height = (round(float(v)) for v in data["screen"])
+    return WindowPlace(
+        target.window_id,
+        round(float(data["x"])),
+        round(float(data["y"])),
+        ScreenArea(str(data.get("output") or ""), left, top, width, height),
+    )
+
+
+def _rect(area: ScreenArea) -> tuple[int, int, int, int]:
+    return area.x, area.y, area.width, area.height
 
 
 def js_string(value: str) -> str:

@@ -34,6 +34,7 @@ from anyfill.daemon.desktop import Target
 from anyfill.daemon.errors import DesktopUnavailable
 from anyfill.daemon.hotkeys import Hotkey
 from anyfill.daemon.wayland.atspi_events import AtspiTextEvents
+from anyfill.daemon.wayland.kwin import KWinFocus
 from anyfill.daemon.wayland.session import (
     compositor,
     display_path,
@@ -142,6 +143,30 @@ class HyprlandPreviewInput(TriggerPreviewInput):
                 return json.loads(await reader.read())
             finally:
                 writer.close()
+
+
+class KWinPreviewInput(TriggerPreviewInput):
+    """As :class:`TriggerPreviewInput`, placed at the caret on KDE Plasma: our KWin script
+    (:class:`~anyfill.daemon.wayland.kwin.KWinFocus`) reports the active window's surface
+    position and output, to which AT-SPI's window-relative caret is added."""
+
+    def __init__(self, kwin: KWinFocus) -> None:
+        super().__init__()
+        self._kwin = kwin
+
+    async def locate(
+        self, target: Target, caret: CaretRect | None
+    ) -> tuple[CaretRect | None, ScreenArea | None]:
+        place = await asyncio.to_thread(self._kwin.place)
+        if place is None or place.window_id != target.window_id:
+            log.debug("no window position from KWin for window %s", target.window_id)
+            return None, None  # KWin did not answer, or the focus moved since the press
+        if caret is None:
+            return CaretRect(place.x, place.y, 1, 1), place.screen
+        return (
+            CaretRect(place.x + caret.x, place.y + caret.y, caret.width, caret.height),
+            place.screen,
+        )
 
 
 class SwayPreviewInput:
@@ -344,12 +369,16 @@ def _screen(output: Mapping[str, Any] | None) -> ScreenArea | None:
 
 
 async def popup_input(
-    environ: Mapping[str, str], keys: object, stack: contextlib.AsyncExitStack
+    environ: Mapping[str, str],
+    keys: object,
+    stack: contextlib.AsyncExitStack,
+    kwin: KWinFocus | None = None,
 ) -> SwayPreviewInput | TriggerPreviewInput | None:
     """The popup's port for this session: sway's IPC (with a key route, which hands a key
     back to the application when there is nothing to accept); else, where the compositor
-    has a layer shell, the fixed place and the preview shortcut again; else none (GNOME:
-    the preview hotkey then inserts directly)."""
+    has a layer shell, the preview shortcut again, placed at the caret through KWin
+    (``kwin``: the focus source, when it answered) or Hyprland's IPC, else at a fixed
+    place; else none (GNOME: the preview hotkey then inserts directly)."""
     from anyfill.daemon.control.paths import control_dir
     from anyfill.daemon.wayland.keys import NoKeys
 
@@ -361,6 +390,8 @@ async def popup_input(
         return port
     if swaysock or not await asyncio.to_thread(has_layer_shell, environ):
         return None
+    if kwin is not None and not kwin.unavailable:
+        return KWinPreviewInput(kwin)
     hyprland = hyprland_socket(environ)
     return HyprlandPreviewInput(hyprland) if hyprland is not None else TriggerPreviewInput()
 
@@ -412,20 +443,23 @@ def has_layer_shell(environ: Mapping[str, str], timeout_s: float = 1.0) -> bool:
     return bool(answered) and "zwlr_layer_shell_v1" in names
 
 
-def popup_line(environ: Mapping[str, str]) -> tuple[Literal["ok"], str, str]:
-    """The doctor's line for the preview popup."""
+def popup_line(environ: Mapping[str, str], *, kwin: bool = False) -> tuple[Literal["ok"], str, str]:
+    """The doctor's line for the preview popup (``kwin``: KWin is on the session bus)."""
     # sway's own virtual keyboard protocol (our key route), else wtype, sends the keys.
     installed = has_virtual_keyboard(compositor(environ)) or shutil.which("wtype") is not None
     layer_shell = has_layer_shell(environ)
     return (
         "ok",
         "preview popup",
-        popup_route(environ, installed=installed, layer_shell=layer_shell),
+        popup_route(environ, installed=installed, layer_shell=layer_shell, kwin=kwin),
     )
 
 
-def popup_route(environ: Mapping[str, str], *, installed: bool, layer_shell: bool) -> str:
-    """What the preview hotkey shows in this session (``installed``: a key route is there)."""
+def popup_route(
+    environ: Mapping[str, str], *, installed: bool, layer_shell: bool, kwin: bool = False
+) -> str:
+    """What the preview hotkey shows in this session (``installed``: a key route is there;
+    ``kwin``: KWin tells where the focused window is)."""
     if environ.get("SWAYSOCK"):
         if installed:
             return (
@@ -433,6 +467,12 @@ def popup_route(environ: Mapping[str, str], *, installed: bool, layer_shell: boo
                 "sway's IPC while it shows (with `anyfill run`)"
             )
         return "none without a key route (see keys); the preview hotkey inserts directly"
+    if layer_shell and kwin:
+        return (
+            "at the caret (the window's place from KWin, through anyfill's KWin script) on "
+            "a layer surface; the preview shortcut again inserts, the cancel shortcut "
+            "dismisses"
+        )
     if layer_shell and hyprland_socket(environ) is not None:
         return (
             "at the caret (Hyprland IPC; untested) on a layer surface; the preview shortcut "

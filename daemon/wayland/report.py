@@ -88,7 +88,8 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
         lines.append(("fail", "clipboard", "no route: install wl-clipboard"))
     lines.append(await _keys_line(environ, kind, bool(remote)))
     lines.append(focus_guard_line(environ, kwin_on_bus))
-    return [*lines, popup_line(environ)]
+    kwin = kwin_on_bus and isinstance(compositor_focus(environ), KWinFocus)
+    return [*lines, popup_line(environ, kwin=kwin)]
 
 
 def focus_guard_line(environ: Mapping[str, str], kwin_on_bus: bool) -> Line:

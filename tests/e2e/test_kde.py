@@ -348,6 +348,8 @@ def test_doctor_names_the_kde_routes(kde: KdeSession, tmp_path: Path) -> None:
     assert "RemoteDesktop portal" in lines["keys"]
     assert "data-control (wlr-data-control-unstable-v1 v2, native)" in lines["clipboard"]
     assert "KWin scripting" in lines["focus"]
+    popup = next(line for line in out.splitlines() if "preview popup" in line)
+    assert "at the caret (the window's place from KWin" in popup, out
 
 
 def test_kwin_focus_source_follows_kwins_active_window(

@@ -7,10 +7,19 @@ import os
 
 import pytest
 
+from anyfill.daemon.context import ScreenArea
 from anyfill.daemon.wayland.atspi import AtspiFocus
 from anyfill.daemon.wayland.compositor import compositor_focus
 from anyfill.daemon.wayland.desktop import WaylandWindows
-from anyfill.daemon.wayland.kwin import SCRIPT, WINDOW_ID_MASK, KWinFocus, js_string, window_target
+from anyfill.daemon.wayland.kwin import (
+    SCRIPT,
+    WINDOW_ID_MASK,
+    KWinFocus,
+    js_string,
+    window_place,
+    window_target,
+)
+from anyfill.daemon.wayland.preview_input import popup_route
 
 
 def test_a_report_becomes_the_target() -> None:
@@ -49,6 +58,33 @@ def test_a_malformed_id_is_refused() -> None:
         window_target("not-a-uuid", "app", "", "1")
 
 
+def test_a_geometry_report_becomes_the_windows_place() -> None:
+    target = window_target("{554d3524-6062-47ae-853c-1772f030bbc1}", "app", "", "1")
+    assert target is not None
+    report = '{"x": 420.5, "y": 260, "width": 600, "height": 300, "output": "DP-2",'
+    report += ' "screen": [1920, 0, 2560, 1440]}'
+    place = window_place(target, report)
+    assert place is not None
+    assert (place.window_id, place.x, place.y) == (target.window_id, 420, 260)
+    assert place.screen == ScreenArea("DP-2", 1920, 0, 2560, 1440)
+
+
+def test_no_geometry_or_no_window_is_no_place() -> None:
+    target = window_target("{554d3524-6062-47ae-853c-1772f030bbc1}", "app", "", "1")
+    assert window_place(target, "") is None  # an older script's report
+    assert window_place(None, '{"x": 1}') is None
+    with pytest.raises(KeyError):
+        window_place(target, '{"x": 1, "y": 2}')
+
+
+def test_doctor_names_kwin_as_the_popups_place_on_kde() -> None:
+    env = {"XDG_CURRENT_DESKTOP": "KDE"}
+    placed = popup_route(env, installed=True, layer_shell=True, kwin=True)
+    assert placed.startswith("at the caret (the window's place from KWin")
+    fixed = popup_route(env, installed=True, layer_shell=True, kwin=False)
+    assert fixed.startswith("at the top of the screen")
+
+
 def test_the_script_reports_to_our_bus_name_only() -> None:
     text = SCRIPT % {
         "service": js_string(":1.42"),
@@ -59,6 +95,9 @@ def test_the_script_reports_to_our_bus_name_only() -> None:
     assert 'callDBus(":1.42", "/org/anyfill/KWinFocus"' in text
     # KWin 5 and KWin 6 names both.
     assert "workspace.windowActivated || workspace.clientActivated" in text
+    # The surface's place (what AT-SPI's caret is relative to), kept up to date on moves.
+    assert "window.bufferGeometry || window.frameGeometry" in text
+    assert "window.bufferGeometryChanged.connect(anyfillMoved)" in text
     with pytest.raises(ValueError, match="unexpected character"):
         js_string('bad"name')
 
