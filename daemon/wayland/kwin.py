@@ -3,8 +3,8 @@
 KWin has no socket IPC like sway's, but it loads scripts over D-Bus
 (``org.kde.kwin.Scripting.loadScript``) and a script may call D-Bus methods
 (``callDBus``). Our small script reports the active window (KWin's internal id, resource
-class, caption, pid) to this process at load and on every activation; we keep the last
-report.
+class, caption, pid, and its place and output for the preview popup) to this process at
+load, on every activation and when the active window moves; we keep the last report.
 
 A report can still be in flight when the focus guard asks. Before answering, one method
 call goes to KWin (``isScriptLoaded``, which also tells that the script still runs): KWin

@@ -60,10 +60,11 @@ async def watch_typing(on_activity: Callable[[str, int], None]) -> None:
 
 
 class TriggerPreviewInput:
-    """The popup's port where no compositor IPC can take its keys or place it (KWin,
-    Hyprland and other compositors with a layer shell but no sway IPC): the popup shows at
-    a fixed place, the preview shortcut pressed again inserts, the cancel shortcut
-    dismisses; typing (AT-SPI) and focus changes (the focus guard's source) close it."""
+    """The popup's port where no compositor IPC can take its keys (KWin, Hyprland and other
+    compositors with a layer shell but no sway IPC): the popup shows at a fixed place
+    (subclasses place it at the caret), the preview shortcut pressed again inserts, the
+    cancel shortcut dismisses; typing (AT-SPI) and focus changes (the focus guard's
+    source) close it."""
 
     REASON = "no compositor IPC takes keys here: press the preview shortcut again"
 
