@@ -4,6 +4,8 @@ The daemon learns where the focused window is from its KWin script and adds AT-S
 window-relative caret. The test checks the popup where KWin itself has put it: a KWin
 script of the test's own lists KWin's windows, the popup's layer surface among them (its
 ``frameGeometry`` is where KWin composites it), independent of what the daemon logs.
+The editor has KWin's Breeze title bar (server-side, outside its surface), as in a Plasma
+session, so the caret is counted from the surface (``bufferGeometry``), not the frame.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ def kwin_windows(kde: KdeSession) -> list[dict[str, Any]]:
         _ALL_WINDOWS + "for (const w of all) { const g = w.frameGeometry; say(JSON.stringify({"
         "id: String(w.internalId), caption: String(w.caption), pid: w.pid,"
         " x: g.x, y: g.y, width: g.width, height: g.height,"
+        " surface: [w.bufferGeometry.x, w.bufferGeometry.y],"
         " active: w === (workspace.activeWindow !== undefined ? workspace.activeWindow"
         " : workspace.activeClient)})); }"
     )
@@ -92,8 +95,9 @@ def test_the_popup_shows_at_the_caret_on_kwin_and_the_shortcut_again_inserts(
         wait_accessible(kde, int(window["pid"]))
         cx, cy, _, ch = caret_in_window(kde, int(window["pid"]))
         placed = next(w for w in kwin_windows(kde) if w["id"] == window["id"])
-        # Headless KWin draws no decoration: the frame is the surface.
-        caret = (placed["x"] + cx, placed["y"] + cy)
+        surface_x, surface_y = placed["surface"]
+        assert surface_y - placed["y"] >= 20, placed  # Breeze's title bar above the surface
+        caret = (surface_x + cx, surface_y + cy)
 
         llama[0].queue.clear()
         llama[0].push(Reply(text="3.14159 * r * r"))
