@@ -131,9 +131,7 @@ class HyprlandPreviewInput(TriggerPreviewInput):
             return None, None
         if address != target.window_id:
             return None, None  # the focus moved since the press
-        if caret is None:
-            return CaretRect(left, top, 1, 1), screen
-        return CaretRect(left + caret.x, top + caret.y, caret.width, caret.height), screen
+        return on_screen(caret, left, top), screen
 
     async def _ask(self, request: bytes) -> Any:
         async with asyncio.timeout(1.0):
@@ -162,12 +160,7 @@ class KWinPreviewInput(TriggerPreviewInput):
         if place is None or place.window_id != target.window_id:
             log.debug("no window position from KWin for window %s", target.window_id)
             return None, None  # KWin did not answer, or the focus moved since the press
-        if caret is None:
-            return CaretRect(place.x, place.y, 1, 1), place.screen
-        return (
-            CaretRect(place.x + caret.x, place.y + caret.y, caret.width, caret.height),
-            place.screen,
-        )
+        return on_screen(caret, place.x, place.y), place.screen
 
 
 class SwayPreviewInput:
@@ -327,7 +320,7 @@ class SwayPreviewInput:
         self, target: Target, caret: CaretRect | None
     ) -> tuple[CaretRect | None, ScreenArea | None]:
         """AT-SPI's caret is relative to the window on Wayland: add the window's place in
-        sway's layout. Without a caret, the window's top-left corner stands in for it."""
+        sway's layout."""
         try:
             tree = await self._ipc.tree()
         except SwayIpcError as exc:
@@ -339,11 +332,16 @@ class SwayPreviewInput:
             rect, inner = node.get("rect") or {}, node.get("window_rect") or {}
             left = int(rect.get("x", 0)) + int(inner.get("x", 0))
             top = int(rect.get("y", 0)) + int(inner.get("y", 0))
-            screen = _screen(output)
-            if caret is None:
-                return CaretRect(left, top, 1, 1), screen
-            return CaretRect(left + caret.x, top + caret.y, caret.width, caret.height), screen
+            return on_screen(caret, left, top), _screen(output)
         return None, None
+
+
+def on_screen(caret: CaretRect | None, left: int, top: int) -> CaretRect:
+    """AT-SPI's window-relative ``caret`` moved to the window's place (``left``, ``top``)
+    on screen; without a caret, the window's top-left corner stands in for it."""
+    if caret is None:
+        return CaretRect(left, top, 1, 1)
+    return CaretRect(left + caret.x, top + caret.y, caret.width, caret.height)
 
 
 def _walk(
