@@ -17,7 +17,6 @@ import itertools
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -65,20 +64,7 @@ class KdeSession(WaylandSession):
             GDK_BACKEND="wayland",
             QT_LINUX_ACCESSIBILITY_ALWAYS_ON="1",
         )
-        read_fd, write_fd = os.pipe()
-        self.processes.append(
-            subprocess.Popen(
-                ["dbus-daemon", "--session", "--nofork", f"--print-address={write_fd}"],
-                pass_fds=(write_fd,),
-                env=base,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        )
-        os.close(write_fd)
-        with os.fdopen(read_fd, "rb") as reader:
-            address = reader.readline().decode().strip()
+        address = self._session_bus(base)
         self.env = {**base, "DBUS_SESSION_BUS_ADDRESS": address}
         self.spawn(
             [str(kwin), "--virtual", "--width", "1280", "--height", "800",

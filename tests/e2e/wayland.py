@@ -69,6 +69,24 @@ class WaylandSession:
             session._stop()
             shutil.rmtree(workdir, ignore_errors=True)
 
+    def _session_bus(self, env: dict[str, str]) -> str:
+        """A private session bus (kept in :attr:`processes`) started with ``env``; its
+        address."""
+        read_fd, write_fd = os.pipe()
+        self.processes.append(
+            subprocess.Popen(
+                ["dbus-daemon", "--session", "--nofork", f"--print-address={write_fd}"],
+                pass_fds=(write_fd,),
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
+        os.close(write_fd)
+        with os.fdopen(read_fd, "rb") as reader:
+            return reader.readline().decode().strip()
+
     def _boot(self, bindings: str) -> None:
         config = self.workdir / "sway.conf"
         config.write_text(
@@ -94,20 +112,7 @@ class WaylandSession:
         # back to any installed backend (KDE's, for tests/e2e/test_kde.py) otherwise.
         (self.workdir / "portals").mkdir()
         base["XDG_DESKTOP_PORTAL_DIR"] = str(self.workdir / "portals")
-        read_fd, write_fd = os.pipe()
-        self.processes.append(
-            subprocess.Popen(
-                ["dbus-daemon", "--session", "--nofork", f"--print-address={write_fd}"],
-                pass_fds=(write_fd,),
-                env=base,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        )
-        os.close(write_fd)
-        with os.fdopen(read_fd, "rb") as reader:
-            address = reader.readline().decode().strip()
+        address = self._session_bus(base)
         sway_env = {
             **base,
             "WLR_BACKENDS": "headless",
