@@ -35,7 +35,7 @@ from anyfill.config.model import Settings
 from anyfill.daemon.control.builtins import DaemonControl, install_builtins
 from anyfill.daemon.control.commands import Commands
 from anyfill.daemon.control.server import ControlServer
-from anyfill.daemon.hotkeys import Action
+from anyfill.daemon.desktop.hotkeys import Action
 from tests.unit.desktop.test_pipeline import build
 
 

@@ -29,8 +29,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from anyfill.daemon.desktop import ClipSnapshot, Desktop, Offer, Which
-from anyfill.daemon.inject.paste import paste
+from anyfill.daemon.desktop.inject.paste import paste
+from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer, Which
 from anyfill.daemon.wayland.clipboard import WlClipboard
 from anyfill.daemon.wayland.connection import WaylandConnection
 from anyfill.daemon.wayland.datacontrol import DataControlClipboard

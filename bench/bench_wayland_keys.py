@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from anyfill.daemon.desktop import Keys
+from anyfill.daemon.desktop.ports import Keys
 from anyfill.daemon.wayland.keys import WtypeKeys
 from anyfill.daemon.wayland.virtual_keyboard import VirtualKeyboard
 from tests.e2e.harness import QtTarget, wait_until

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 from anyfill.config.model import BackendConfig, RoutingConfig, Settings  # noqa: E402
 from anyfill.daemon.completion import CompletionRequest  # noqa: E402
 from anyfill.daemon.context import Context  # noqa: E402
-from anyfill.daemon.engine import Engine  # noqa: E402
+from anyfill.daemon.engine.engine import Engine  # noqa: E402
 from anyfill.daemon.managed.backend import ManagedLlamaCppBackend  # noqa: E402
 from anyfill.daemon.managed.prestart import start_managed_servers  # noqa: E402
 from tests.llm.server import SERVER_BINARY, TINY_FIM_MODEL, LlamaServer  # noqa: E402

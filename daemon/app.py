@@ -25,23 +25,23 @@ from anyfill.config.model import CaptureStrategy, Settings
 from anyfill.config.store import default_config_path
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import BackendsReady, Problem
-from anyfill.daemon.capture.accessibility import AccessibilityCapture
-from anyfill.daemon.capture.base import Strategy
-from anyfill.daemon.capture.clipboard_mode import ClipboardCapture
-from anyfill.daemon.capture.keyboard import KeyboardCapture
 from anyfill.daemon.completion import Completer
 from anyfill.daemon.control.builtins import DaemonControl, install_builtins
 from anyfill.daemon.control.commands import Commands
 from anyfill.daemon.control.server import ControlServer
 from anyfill.daemon.core import Core
-from anyfill.daemon.desktop import Desktop
+from anyfill.daemon.desktop.capture.accessibility import AccessibilityCapture
+from anyfill.daemon.desktop.capture.base import Strategy
+from anyfill.daemon.desktop.capture.clipboard_mode import ClipboardCapture
+from anyfill.daemon.desktop.capture.keyboard import KeyboardCapture
+from anyfill.daemon.desktop.hotkeys import Action, bindings_from
+from anyfill.daemon.desktop.pipeline import Pipeline
+from anyfill.daemon.desktop.ports import Desktop
+from anyfill.daemon.desktop.preview import PreviewController
 from anyfill.daemon.errors import AnyfillError, DesktopUnavailable, error_text
 from anyfill.daemon.heap import freeze_startup_objects
-from anyfill.daemon.hotkeys import Action, bindings_from
 from anyfill.daemon.log import FILE_ONLY, setup_logging
-from anyfill.daemon.pipeline import Pipeline
-from anyfill.daemon.preview import PreviewController
-from anyfill.daemon.reload import ConfigWatcher, Reloader, SwappableCompleter
+from anyfill.daemon.settings.reload import ConfigWatcher, Reloader, SwappableCompleter
 from anyfill.daemon.waiting import first_set
 
 log = logging.getLogger("anyfill.app")
@@ -96,13 +96,13 @@ def load_backend_stack() -> None:
     after the hotkeys are live, so neither the start nor the event loop waits for it."""
     from anyfill.config.secrets import load_keyring
 
-    for module in ("anyfill.daemon.engine", "anyfill.daemon.backends.aiohttp_transport"):
+    for module in ("anyfill.daemon.engine.engine", "anyfill.daemon.backends.aiohttp_transport"):
         importlib.import_module(module)
     load_keyring()
 
 
 def default_completer(settings: Settings, bus: EventBus | None = None) -> Any:
-    from anyfill.daemon.engine import Engine
+    from anyfill.daemon.engine.engine import Engine
     from anyfill.daemon.scheduler.attempt_log import log_attempts
 
     if bus is None:  # metrics and cooldowns for the tray, MQTT; the daemon's bus logs already
@@ -204,7 +204,7 @@ async def serve_core(
     ``commands``: the control socket's registry, for a layer (the tray) that adds its own
     commands; the built-in ones are added here. ``control_socket``: its path (default
     ``$XDG_RUNTIME_DIR/anyfill/control.sock``). ``core.config_path`` is watched: a new valid
-    version of the file is applied while running (:mod:`anyfill.daemon.reload`).
+    version of the file is applied while running (:mod:`anyfill.daemon.settings.reload`).
     """
     settings = core.settings
     pipelines: list[Pipeline] = []

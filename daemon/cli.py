@@ -265,7 +265,7 @@ def doctor(state: CliState, as_json: bool) -> int:
     """Check the set-up: config, backends, session, tray, keys, clipboard, accessibility,
     keyring, autostart. Exits 0 when anyfill can work, 1 when it cannot, 2 on a broken
     configuration."""
-    from anyfill.daemon.doctor_report import run_doctor
+    from anyfill.daemon.doctor.report import run_doctor
 
     return run_doctor(state.settings, state.resolved_config_path(), as_json=as_json)
 

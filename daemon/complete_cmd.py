@@ -27,7 +27,7 @@ from anyfill.config.model import BACKEND_TYPES, BackendConfig, RoutingConfig, Se
 from anyfill.config.secrets import resolve_api_key
 from anyfill.daemon.completion import Completion, CompletionRequest
 from anyfill.daemon.context import Context
-from anyfill.daemon.engine import Engine
+from anyfill.daemon.engine.engine import Engine
 from anyfill.daemon.errors import (
     AnyfillError,
     BackendError,

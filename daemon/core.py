@@ -21,9 +21,9 @@ from anyfill.daemon.errors import ConfigError
 
 if TYPE_CHECKING:
     from anyfill.daemon.backends.base import Backend
+    from anyfill.daemon.desktop.pipeline import Pipeline
     from anyfill.daemon.managed.backend import ManagedLlamaCppBackend
     from anyfill.daemon.managed.events import ManagedServerChanged
-    from anyfill.daemon.pipeline import Pipeline
 
 log = logging.getLogger("anyfill.core")
 

@@ -34,7 +34,7 @@ def child(out: Path, assets: Path) -> None:
 
     from anyfill.config.model import Settings
     from anyfill.daemon.core import Core
-    from anyfill.daemon.engine import Engine
+    from anyfill.daemon.engine.engine import Engine
     from anyfill.daemon.managed.prestart import start_managed_servers
     from anyfill.daemon.models import catalog
     from anyfill.daemon.models.download import ModelDownload

@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from anyfill.daemon.trial import TRIAL_CONTEXT  # noqa: E402
+from anyfill.daemon.engine.trial import TRIAL_CONTEXT  # noqa: E402
 from tests.servers.http import LoopbackServer  # noqa: E402
 
 #: The middle a code model puts between the Test's prefix and suffix.

@@ -10,7 +10,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from anyfill.daemon.doctor import Finding, diagnose
+from anyfill.daemon.doctor.checks import Finding, diagnose
 from anyfill.ui.bridge import CoreBridge
 
 _worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="anyfill-doctor")

@@ -161,7 +161,7 @@ def _direct(url: str) -> dict[str, Any]:
 
 async def _wait_for_workers(broker: str, count: int, within: float = 30) -> None:
     from anyfill.config.model import BackendConfig
-    from anyfill.daemon.backends.mqtt import MqttPoolBackend
+    from anyfill.daemon.mqtt.pool_backend import MqttPoolBackend
 
     config = BackendConfig(name="probe", type="mqtt", url=broker, pool=POOL)
     probe = MqttPoolBackend(config, None, None)  # type: ignore[arg-type]
@@ -184,7 +184,7 @@ async def _wait_for_workers(broker: str, count: int, within: float = 30) -> None
 
 
 async def latency(broker: str, backend: str, per_side: int, say: Say) -> dict[str, list[float]]:
-    from anyfill.daemon.engine import Engine
+    from anyfill.daemon.engine.engine import Engine
 
     times: dict[str, list[float]] = {"direct": [], "mqtt": []}
     direct_settings = desktop_settings(broker, backend)
@@ -254,7 +254,7 @@ async def pool_throughput(broker: str, requests: int, in_flight: int = 32) -> fl
 
 
 async def direct_throughput(backend: str, requests: int, in_flight: int = 32) -> float:
-    from anyfill.daemon.engine import Engine
+    from anyfill.daemon.engine.engine import Engine
 
     settings = desktop_settings("mqtt://127.0.0.1:1", backend)
     settings.routing.default = ["direct"]
@@ -302,7 +302,7 @@ async def load(
     requests: int = 2000,
     cancel_share: float = 0.1,
 ) -> Tally:
-    from anyfill.daemon.engine import Engine
+    from anyfill.daemon.engine.engine import Engine
     from anyfill.daemon.errors import AnyfillError, RequestDropped
 
     tally = Tally()

@@ -13,13 +13,13 @@ from anyfill.daemon.backends.base import Backend
 from anyfill.daemon.backends.gemini import GeminiBackend
 from anyfill.daemon.backends.llamacpp import LlamaCppBackend
 from anyfill.daemon.backends.mistral_fim import MistralFimBackend
-from anyfill.daemon.backends.mqtt import MqttPoolBackend
 from anyfill.daemon.backends.ollama import OllamaBackend
 from anyfill.daemon.backends.openai_chat import OpenAIChatBackend
 from anyfill.daemon.backends.openai_completions import OpenAICompletionsBackend
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.errors import ConfigError
 from anyfill.daemon.managed.backend import ManagedLlamaCppBackend
+from anyfill.daemon.mqtt.pool_backend import MqttPoolBackend
 
 __all__ = ["BACKEND_CLASSES", "backend_class", "create_backend"]
 

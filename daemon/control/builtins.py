@@ -19,8 +19,8 @@ from typing import Any, get_args
 from anyfill.config.model import Settings
 from anyfill.daemon.control import protocol
 from anyfill.daemon.control.commands import CommandError, Commands, optional_bool, require_choice
-from anyfill.daemon.hotkeys import Action
-from anyfill.daemon.pipeline import Outcome, Pipeline
+from anyfill.daemon.desktop.hotkeys import Action
+from anyfill.daemon.desktop.pipeline import Outcome, Pipeline
 
 ACTIONS: tuple[str, ...] = get_args(Action)
 

@@ -14,7 +14,8 @@ import json
 import os
 import socket
 
-from anyfill.daemon.control import paths, protocol
+from anyfill.daemon import runtime_dir
+from anyfill.daemon.control import protocol
 from anyfill.daemon.errors import CommandRefused, ControlError, NotRunning
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~5 ms a press)
@@ -36,10 +37,10 @@ def call(
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> dict[str, Any]:
     """Send one command and return its ``result``."""
-    path = path if path is not None else paths.socket_path()
+    path = path if path is not None else runtime_dir.socket_path()
     try:
         # Never talk to a socket in a directory another user controls: they could answer.
-        paths.check_private_dir(os.path.dirname(path))
+        runtime_dir.check_private_dir(os.path.dirname(path))
     except FileNotFoundError:
         raise NotRunning(not_running_message(path)) from None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Iterator
 
-from anyfill.daemon.control import paths
+from anyfill.daemon import runtime_dir
 from anyfill.daemon.errors import AlreadyRunning, ControlError
 
 
@@ -32,7 +32,7 @@ class InstanceLock:
     """Held from :meth:`acquire` until :meth:`release` or the end of the process."""
 
     def __init__(self, path: str | None = None) -> None:
-        self.path = path if path is not None else paths.lock_path()
+        self.path = path if path is not None else runtime_dir.lock_path()
         self._fd: int | None = None
 
     @property
@@ -43,7 +43,7 @@ class InstanceLock:
         """Take the lock or raise :class:`AlreadyRunning` naming the holder's pid."""
         if self._fd is not None:
             return
-        paths.ensure_private_dir(os.path.dirname(self.path))
+        runtime_dir.ensure_private_dir(os.path.dirname(self.path))
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:

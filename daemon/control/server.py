@@ -26,7 +26,8 @@ import sys
 from types import TracebackType
 from typing import Any
 
-from anyfill.daemon.control import paths, protocol
+from anyfill.daemon import runtime_dir
+from anyfill.daemon.control import protocol
 from anyfill.daemon.control.commands import CommandError, Commands
 from anyfill.daemon.control.instance import running_message
 from anyfill.daemon.errors import AlreadyRunning, ControlError
@@ -51,7 +52,7 @@ class ControlServer:
         max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self.commands = commands
-        self.path = path if path is not None else paths.socket_path()
+        self.path = path if path is not None else runtime_dir.socket_path()
         self._read_timeout_s = read_timeout_s
         self._max_connections = max_connections
         self._server: asyncio.Server | None = None
@@ -100,8 +101,8 @@ class ControlServer:
 
     def _bind(self) -> socket.socket:
         directory = os.path.dirname(self.path)
-        paths.ensure_private_dir(directory)
-        paths.check_socket_path_length(self.path)
+        runtime_dir.ensure_private_dir(directory)
+        runtime_dir.check_socket_path_length(self.path)
         self._replace_stale(self.path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

@@ -64,8 +64,8 @@ BIND_RETRIES = 3
 def _private_dir() -> str | None:
     """The user's runtime dir (``<XDG_RUNTIME_DIR>/anyfill``, mode 0700): emptied at logout,
     so a key left by a daemon that was killed does not pile up. None: the temp dir."""
-    from anyfill.daemon.control.paths import control_dir, ensure_private_dir
     from anyfill.daemon.errors import AnyfillError
+    from anyfill.daemon.runtime_dir import control_dir, ensure_private_dir
 
     try:
         return ensure_private_dir(control_dir())

@@ -1,5 +1,5 @@
 """The desktop path in a native Wayland session: AT-SPI, wl-clipboard, portals, compositor IPC.
 
 Chosen at start by :func:`anyfill.daemon.wayland.session.is_wayland`. The ports are those of
-:mod:`anyfill.daemon.desktop`; :mod:`anyfill.daemon.wayland.desktop` assembles them.
+:mod:`anyfill.daemon.desktop.ports`; :mod:`anyfill.daemon.wayland.desktop` assembles them.
 """

@@ -15,12 +15,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
-from anyfill.daemon.capture.accessibility import (
+from anyfill.daemon.desktop.capture.accessibility import (
     MAX_NODES,
     accessibility_bus_problem,
     load_atspi,
 )
-from anyfill.daemon.desktop import Target
+from anyfill.daemon.desktop.ports import Target
 from anyfill.daemon.errors import InsertError, SecureField
 from anyfill.daemon.wayland.compositor import process_name
 
@@ -37,7 +37,7 @@ Landed = Literal["inserted", "absent", "refused"]
 
 
 class AtspiInserter:
-    """The :class:`~anyfill.daemon.desktop.DirectInsert` port through AT-SPI EditableText."""
+    """The :class:`~anyfill.daemon.desktop.ports.DirectInsert` port through AT-SPI EditableText."""
 
     name = "accessibility"
 

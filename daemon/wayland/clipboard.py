@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal
 
-from anyfill.daemon.desktop import ClipSnapshot, Offer, Which, saved_or_refused
+from anyfill.daemon.desktop.ports import ClipSnapshot, Offer, Which, saved_or_refused
 from anyfill.daemon.errors import DesktopUnavailable, InsertError
 
 log = logging.getLogger("anyfill.wayland.clipboard")
@@ -44,7 +44,7 @@ class _Ours:
 
 
 class WlClipboard:
-    """The :class:`~anyfill.daemon.desktop.Clipboard` port over wl-clipboard."""
+    """The :class:`~anyfill.daemon.desktop.ports.Clipboard` port over wl-clipboard."""
 
     def __init__(self) -> None:
         self._ours: dict[Which, _Ours] = {}

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from anyfill.daemon.desktop import Target
+from anyfill.daemon.desktop.ports import Target
 from anyfill.daemon.wayland.session import compositor, runtime_dir
 
 log = logging.getLogger("anyfill.wayland.compositor")

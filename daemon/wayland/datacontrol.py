@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
-from anyfill.daemon.desktop import ClipSnapshot, Offer, Value, Which, saved_or_refused
+from anyfill.daemon.desktop.ports import ClipSnapshot, Offer, Value, Which, saved_or_refused
 from anyfill.daemon.errors import DesktopUnavailable, InsertError
 from anyfill.daemon.wayland.connection import (
     ConnectionLost,
@@ -149,7 +149,7 @@ class _Serving:
 
 
 class DataControlClipboard:
-    """The :class:`~anyfill.daemon.desktop.Clipboard` port over data-control."""
+    """The :class:`~anyfill.daemon.desktop.ports.Clipboard` port over data-control."""
 
     def __init__(self, conn: WaylandConnection) -> None:
         self._conn = conn

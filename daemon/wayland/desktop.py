@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from anyfill.daemon.desktop import Clipboard, Desktop, Keys, Target
+from anyfill.daemon.desktop.hotkeys import Action, Hotkey, Trigger
+from anyfill.daemon.desktop.ports import Clipboard, Desktop, Keys, Target
 from anyfill.daemon.errors import DesktopUnavailable
-from anyfill.daemon.hotkeys import Action, Hotkey, Trigger
 from anyfill.daemon.wayland.atspi import AtspiFocus, AtspiInserter
 from anyfill.daemon.wayland.clipboard import WlClipboard, wl_clipboard_installed
 from anyfill.daemon.wayland.compositor import FocusSource, compositor_focus
@@ -70,7 +70,7 @@ class Routes:
 
 
 class WaylandWindows:
-    """The :class:`~anyfill.daemon.desktop.Windows` port: compositor IPC, else AT-SPI."""
+    """The :class:`~anyfill.daemon.desktop.ports.Windows` port: compositor IPC, else AT-SPI."""
 
     def __init__(self, source: FocusSource | None, fallback: AtspiFocus) -> None:
         self._source = source

@@ -24,7 +24,7 @@ SETTLE_MS = 100
 
 
 class WtypeKeys:
-    """The :class:`~anyfill.daemon.desktop.Keys` port through ``wtype``."""
+    """The :class:`~anyfill.daemon.desktop.ports.Keys` port through ``wtype``."""
 
     def __init__(self) -> None:
         self._injecting = 0

@@ -35,7 +35,7 @@ from dbus_fast import BusType, Message, MessageType
 from dbus_fast.aio import MessageBus
 
 from anyfill.daemon.context import ScreenArea
-from anyfill.daemon.desktop import Target
+from anyfill.daemon.desktop.ports import Target
 from anyfill.daemon.wayland.compositor import process_name
 
 log = logging.getLogger("anyfill.wayland.kwin")

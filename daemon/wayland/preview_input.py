@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from anyfill.daemon.context import CaretRect, ScreenArea
-from anyfill.daemon.desktop import Target
+from anyfill.daemon.desktop.hotkeys import Hotkey
+from anyfill.daemon.desktop.ports import Target
 from anyfill.daemon.errors import DesktopUnavailable
-from anyfill.daemon.hotkeys import Hotkey
 from anyfill.daemon.wayland.atspi_events import AtspiTextEvents
 from anyfill.daemon.wayland.kwin import KWinFocus
 from anyfill.daemon.wayland.session import (
@@ -164,7 +164,7 @@ class KWinPreviewInput(TriggerPreviewInput):
 
 
 class SwayPreviewInput:
-    """The :class:`~anyfill.daemon.desktop.PreviewInput` port on sway."""
+    """The :class:`~anyfill.daemon.desktop.ports.PreviewInput` port on sway."""
 
     def __init__(self, socket_path: str, state_dir: Path) -> None:
         self._ipc = SwayIpc(socket_path)
@@ -378,7 +378,7 @@ async def popup_input(
     has a layer shell, the preview shortcut again, placed at the caret through KWin
     (``kwin``: the focus source, when it answered) or Hyprland's IPC, else at a fixed
     place; else none (GNOME: the preview hotkey then inserts directly)."""
-    from anyfill.daemon.control.paths import control_dir
+    from anyfill.daemon.runtime_dir import control_dir
     from anyfill.daemon.wayland.keys import NoKeys
 
     swaysock = environ.get("SWAYSOCK", "")

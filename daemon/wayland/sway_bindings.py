@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from anyfill.daemon.hotkeys import Hotkey
+from anyfill.daemon.desktop.hotkeys import Hotkey
 from anyfill.daemon.wayland.keysyms import key_name
 
 SWAY_MODIFIERS = {"ctrl": "Ctrl", "shift": "Shift", "alt": "Mod1", "cmd": "Mod4"}

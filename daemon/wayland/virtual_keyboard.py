@@ -1,4 +1,4 @@
-"""The :class:`~anyfill.daemon.desktop.Keys` port through our own virtual keyboard
+"""The :class:`~anyfill.daemon.desktop.ports.Keys` port through our own virtual keyboard
 (zwp_virtual_keyboard_v1, offered by wlroots compositors: sway, Hyprland, river, Wayfire).
 
 One connection and one keyboard for the daemon's life; its keymap (the standard US layout,

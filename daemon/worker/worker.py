@@ -33,7 +33,7 @@ from anyfill.daemon.backends.base import Backend, FimPrompt, Plan, Usage
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.completion import CompletionRequest, Finished, Planned, Text
 from anyfill.daemon.context import Context
-from anyfill.daemon.engine import Engine
+from anyfill.daemon.engine.engine import Engine
 from anyfill.daemon.errors import AnyfillError, RequestDropped
 from anyfill.daemon.mqtt.connection import (
     BrokerClient,

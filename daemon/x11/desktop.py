@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from types import TracebackType
 
-from anyfill.daemon.desktop import Desktop
-from anyfill.daemon.hotkeys import Action, Hotkey, Trigger
+from anyfill.daemon.desktop.hotkeys import Action, Hotkey, Trigger
+from anyfill.daemon.desktop.ports import Desktop
 from anyfill.daemon.x11.connection import XConnection
 from anyfill.daemon.x11.grab import X11Hotkeys
 from anyfill.daemon.x11.keyboard import X11Keys

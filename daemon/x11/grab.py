@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
+from anyfill.daemon.desktop.hotkeys import Hotkey
 from anyfill.daemon.errors import DesktopUnavailable
-from anyfill.daemon.hotkeys import Hotkey
 from anyfill.daemon.x11.connection import XConnection
 from anyfill.daemon.x11.keyboard import X11Keys
 

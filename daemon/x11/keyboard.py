@@ -7,8 +7,8 @@ import logging
 import time
 from typing import Any
 
+from anyfill.daemon.desktop.hotkeys import Hotkey, parse_hotkey
 from anyfill.daemon.errors import ConfigError, DesktopUnavailable
-from anyfill.daemon.hotkeys import Hotkey, parse_hotkey
 from anyfill.daemon.x11.connection import XConnection
 
 log = logging.getLogger("anyfill.x11.keys")
@@ -53,7 +53,7 @@ def keysym_of(name: str) -> int:
 
 
 class X11Keys:
-    """The :class:`~anyfill.daemon.desktop.Keys` port on X11 (XTEST fake input)."""
+    """The :class:`~anyfill.daemon.desktop.ports.Keys` port on X11 (XTEST fake input)."""
 
     def __init__(self, conn: XConnection) -> None:
         from Xlib import X

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from anyfill.daemon.context import CaretRect, ScreenArea
-from anyfill.daemon.desktop import Target
-from anyfill.daemon.hotkeys import MODIFIERS, Hotkey
+from anyfill.daemon.desktop.hotkeys import MODIFIERS, Hotkey
+from anyfill.daemon.desktop.ports import Target
 from anyfill.daemon.x11.connection import XConnection
 from anyfill.daemon.x11.grab import X11Hotkeys
 from anyfill.daemon.x11.keyboard import X11Keys
@@ -43,7 +43,7 @@ _DETAIL_OFFSET = 6
 
 
 class X11PreviewInput:
-    """The :class:`~anyfill.daemon.desktop.PreviewInput` port on X11."""
+    """The :class:`~anyfill.daemon.desktop.ports.PreviewInput` port on X11."""
 
     def __init__(self, conn: XConnection, keys: X11Keys) -> None:
         self._conn = conn

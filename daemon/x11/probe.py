@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from anyfill.daemon.hotkeys import Hotkey
+from anyfill.daemon.desktop.hotkeys import Hotkey
 
 __all__ = ["WindowInfo", "hotkey_is_free", "open_windows", "pick_window"]
 

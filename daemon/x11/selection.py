@@ -14,7 +14,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from anyfill.daemon.desktop import ClipSnapshot, Offer, Value, Which, saved_or_refused
+from anyfill.daemon.desktop.ports import ClipSnapshot, Offer, Value, Which, saved_or_refused
 from anyfill.daemon.errors import InsertError
 from anyfill.daemon.x11.connection import XConnection
 
@@ -62,7 +62,7 @@ class _State:
 
 
 class X11Clipboard:
-    """The :class:`~anyfill.daemon.desktop.Clipboard` port on X11."""
+    """The :class:`~anyfill.daemon.desktop.ports.Clipboard` port on X11."""
 
     def __init__(self, conn: XConnection) -> None:
         from Xlib import X

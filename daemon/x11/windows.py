@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from anyfill.daemon.desktop import Target
+from anyfill.daemon.desktop.ports import Target
 from anyfill.daemon.x11.connection import XConnection
 
 log = logging.getLogger("anyfill.x11.windows")
@@ -15,7 +15,7 @@ MAX_DEPTH = 16
 
 
 class X11Windows:
-    """The :class:`~anyfill.daemon.desktop.Windows` port on X11."""
+    """The :class:`~anyfill.daemon.desktop.ports.Windows` port on X11."""
 
     def __init__(self, conn: XConnection) -> None:
         self._conn = conn

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from anyfill.daemon.hotkeys import PynputHotkeys, parse_hotkey
+from anyfill.daemon.desktop.hotkeys import PynputHotkeys, parse_hotkey
 
 
 async def main() -> None:

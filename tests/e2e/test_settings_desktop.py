@@ -16,7 +16,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from anyfill.daemon.hotkeys import parse_hotkey
+from anyfill.daemon.desktop.hotkeys import parse_hotkey
 from anyfill.daemon.x11.probe import hotkey_is_free, open_windows, pick_window
 from anyfill.ui.settings.draft import Draft, load_for_editing
 from anyfill.ui.settings.hotkeys import HotkeysPage

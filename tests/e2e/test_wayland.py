@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from anyfill.daemon.desktop import ClipSnapshot, Keys
+from anyfill.daemon.desktop.ports import ClipSnapshot, Keys
 from anyfill.daemon.wayland.clipboard import WlClipboard
 from anyfill.daemon.wayland.keys import WtypeKeys
 from anyfill.daemon.wayland.virtual_keyboard import VirtualKeyboard

@@ -20,7 +20,7 @@ from contextlib import AsyncExitStack
 
 import pytest
 
-from anyfill.daemon.desktop import ClipSnapshot
+from anyfill.daemon.desktop.ports import ClipSnapshot
 from anyfill.daemon.wayland.connection import WaylandConnection
 from anyfill.daemon.wayland.datacontrol import (
     TYPE_MAX_BYTES,

@@ -432,7 +432,7 @@ class BackendsPage(QWidget):
     # -- Test -----------------------------------------------------------------------------
 
     def run_test(self) -> None:
-        from anyfill.daemon.trial import TrialResult, try_backend
+        from anyfill.daemon.engine.trial import TrialResult, try_backend
 
         backend = self._backend()
         if backend is None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from anyfill.config.model import UiConfig
+from anyfill.daemon.desktop.hotkeys import Hotkey, parse_hotkey
 from anyfill.daemon.errors import ConfigError
-from anyfill.daemon.hotkeys import Hotkey, parse_hotkey
 from anyfill.ui.settings.draft import Draft
 from anyfill.ui.settings.fields import ERROR_STYLE, Form, HotkeyEdit
 from anyfill.ui.settings.keynames import hotkey_label, readable_hotkeys

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 import sys
 
+from anyfill.daemon.desktop.hotkeys import parse_hotkey
 from anyfill.daemon.errors import ConfigError
-from anyfill.daemon.hotkeys import parse_hotkey
 
 _MODIFIER_LABELS = {
     "ctrl": "Ctrl",

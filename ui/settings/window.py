@@ -2,7 +2,7 @@
 
 Save is refused while any field is wrong (the first problem is named next to the button,
 each one next to its field). Saving writes only the changed keys; a running anyfill sees the
-new file and applies it at once (``anyfill.daemon.reload``), and the window says so.
+new file and applies it at once (``anyfill.daemon.settings.reload``), and the window says so.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 
 from anyfill.config.store import default_config_path
 from anyfill.daemon.errors import AnyfillError
-from anyfill.daemon.reload import SettingsApplied, SettingsRejected
+from anyfill.daemon.settings.reload import SettingsApplied, SettingsRejected
 from anyfill.ui.bridge import CoreBridge
 from anyfill.ui.settings.advanced import AdvancedPage
 from anyfill.ui.settings.apps import AppsPage

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from dbus_fast import Variant
 
-from anyfill.daemon.desktop import ClipSnapshot, Offer, Value, Which, saved_or_refused
+from anyfill.daemon.desktop.ports import ClipSnapshot, Offer, Value, Which, saved_or_refused
 from anyfill.daemon.errors import InsertError
 from anyfill.daemon.wayland.keysyms import MODIFIERS, keysym, parse_chord
 from anyfill.daemon.wayland.portal.bus import SESSION, PortalBus, PortalError
@@ -125,7 +125,7 @@ class RemoteSession:
 
 
 class PortalKeys:
-    """The :class:`~anyfill.daemon.desktop.Keys` port through ``NotifyKeyboardKeysym``."""
+    """The :class:`~anyfill.daemon.desktop.ports.Keys` port through ``NotifyKeyboardKeysym``."""
 
     def __init__(self, session: RemoteSession, portal: PortalBus) -> None:
         self._session = session
@@ -176,7 +176,7 @@ class PortalKeys:
 
 
 class PortalClipboard:
-    """The :class:`~anyfill.daemon.desktop.Clipboard` port through the Clipboard portal."""
+    """The :class:`~anyfill.daemon.desktop.ports.Clipboard` port through the Clipboard portal."""
 
     def __init__(self, session: RemoteSession, portal: PortalBus) -> None:
         self._session = session

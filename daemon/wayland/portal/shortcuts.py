@@ -29,7 +29,7 @@ from typing import Any
 
 from dbus_fast import Variant
 
-from anyfill.daemon.hotkeys import Action, Hotkey, Trigger
+from anyfill.daemon.desktop.hotkeys import Action, Hotkey, Trigger
 from anyfill.daemon.wayland.keysyms import key_name
 from anyfill.daemon.wayland.portal.bus import SESSION, PortalBus, PortalError
 

@@ -11,8 +11,8 @@ from anyfill.config.model import BackendConfig, RoutingConfig, Settings
 from anyfill.daemon.backends.base import Backend
 from anyfill.daemon.completion import CompletionRequest
 from anyfill.daemon.context import Context
-from anyfill.daemon.dispatch import SequentialDispatcher
-from anyfill.daemon.engine import Engine
+from anyfill.daemon.engine.dispatch import SequentialDispatcher
+from anyfill.daemon.engine.engine import Engine
 from anyfill.daemon.errors import (
     AuthError,
     BackendUnavailable,

@@ -20,7 +20,7 @@ from anyfill.daemon.backends.base import FimPrompt
 from anyfill.daemon.backends.common import closing_stream
 from anyfill.daemon.completion import CompletionRequest
 from anyfill.daemon.context import Context
-from anyfill.daemon.engine import Engine
+from anyfill.daemon.engine.engine import Engine
 from anyfill.daemon.errors import UnsupportedFeature
 from tests.integration.backends.helpers import Recorder, backend_for, collect
 from tests.llm.server import (

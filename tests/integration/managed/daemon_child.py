@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from anyfill.config.model import BackendConfig, RoutingConfig, Settings
-from anyfill.daemon.engine import Engine
+from anyfill.daemon.engine.engine import Engine
 from anyfill.daemon.managed.backend import ManagedLlamaCppBackend
 
 

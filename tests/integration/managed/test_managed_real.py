@@ -22,7 +22,7 @@ from anyfill.config.model import BackendConfig, RoutingConfig, Settings
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.completion import CompletionRequest
 from anyfill.daemon.context import Context
-from anyfill.daemon.engine import Engine
+from anyfill.daemon.engine.engine import Engine
 from anyfill.daemon.errors import BackendUnavailable
 from anyfill.daemon.managed.backend import ManagedLlamaCppBackend
 from anyfill.daemon.managed.events import ManagedServerChanged

@@ -16,8 +16,8 @@ from anyfill.daemon.backends.http import make_client
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.completion import CompletionRequest
 from anyfill.daemon.context import Context
-from anyfill.daemon.doctor import diagnose
-from anyfill.daemon.engine import Engine
+from anyfill.daemon.doctor.checks import diagnose
+from anyfill.daemon.engine.engine import Engine
 from anyfill.daemon.errors import BackendUnavailable, ConfigError
 from anyfill.daemon.managed.backend import ManagedLlamaCppBackend
 from anyfill.daemon.managed.events import ManagedServerChanged

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from anyfill.config.model import Settings
-from anyfill.daemon.engine import Engine
+from anyfill.daemon.engine.engine import Engine
 from anyfill.daemon.mqtt.connection import BrokerSpec
 from anyfill.daemon.mqtt.node import NodeBridge
 from tests.integration.mqtt.test_pool import POOL, desktop, request, workers

@@ -12,7 +12,7 @@ from anyfill.config.model import Settings
 from anyfill.daemon.bus import BrokerStatus, EventBus
 from anyfill.daemon.completion import CompletionRequest
 from anyfill.daemon.context import Context
-from anyfill.daemon.engine import Engine
+from anyfill.daemon.engine.engine import Engine
 from anyfill.daemon.mqtt.connection import spec_from_config
 from anyfill.daemon.mqtt.node import NodeBridge
 from tests.servers.http import LoopbackServer

@@ -23,7 +23,7 @@ from anyfill.config.model import Settings
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.completion import CompletionRequest
 from anyfill.daemon.context import Context
-from anyfill.daemon.engine import Engine
+from anyfill.daemon.engine.engine import Engine
 from anyfill.daemon.errors import RequestDropped
 from anyfill.daemon.scheduler.events import AttemptFinished
 from tests.e2e.harness import wait_until

@@ -16,7 +16,7 @@ from anyfill.daemon.bus import EventBus
 from anyfill.daemon.completion import CompletionRequest
 from anyfill.daemon.context import Context
 from anyfill.daemon.errors import ConfigError
-from anyfill.daemon.reload import SwappableCompleter
+from anyfill.daemon.settings.reload import SwappableCompleter
 from tests.servers import LlamaCpp, Reply
 from tests.servers.fixtures import StartServer
 

@@ -15,7 +15,7 @@ from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import Problem
 from anyfill.daemon.completion import CompletionRequest
 from anyfill.daemon.context import Context
-from anyfill.daemon.reload import (
+from anyfill.daemon.settings.reload import (
     ConfigWatcher,
     Reloader,
     SettingsApplied,

@@ -81,7 +81,7 @@ async def test_the_engine_uses_the_scheduler_and_publishes_its_metrics(
 ) -> None:
     from anyfill.config.model import Settings
     from anyfill.daemon.bus import EventBus
-    from anyfill.daemon.engine import Engine
+    from anyfill.daemon.engine.engine import Engine
     from anyfill.daemon.scheduler import Scheduler
     from anyfill.daemon.scheduler.events import AttemptFinished
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from dbus_fast.aio import MessageBus
 
-from anyfill.daemon.hotkeys import bindings_from
+from anyfill.daemon.desktop.hotkeys import bindings_from
+from anyfill.daemon.doctor.wayland import focus_guard_line
 from anyfill.daemon.wayland.desktop import WaylandDesktop
 from anyfill.daemon.wayland.kwin import kwin_reachable
-from anyfill.daemon.wayland.report import focus_guard_line
 from tests.servers.portal import private_bus
 
 pytestmark = pytest.mark.skipif(

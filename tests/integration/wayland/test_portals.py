@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from anyfill.daemon.desktop import ClipSnapshot, Desktop
+from anyfill.daemon.desktop.hotkeys import Action, bindings_from
+from anyfill.daemon.desktop.inject.paste import paste
+from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop
 from anyfill.daemon.errors import DesktopUnavailable
-from anyfill.daemon.hotkeys import Action, bindings_from
-from anyfill.daemon.inject.paste import paste
 from anyfill.daemon.wayland.desktop import WaylandDesktop
 from anyfill.daemon.wayland.portal import shortcuts as shortcuts_module
 from anyfill.daemon.wayland.portal.bus import PortalBus
@@ -165,7 +165,7 @@ async def test_clipboard_portal_keeps_every_format_and_sees_each_fetch(
 async def test_paste_through_the_portals_restores_the_users_clipboard(
     address: str, tmp_path: Path
 ) -> None:
-    """The generic paste (daemon/inject/paste.py) on the portal ports: the app pastes when
+    """The generic paste (daemon/desktop/inject/paste.py) on the portal ports: the app pastes when
     it gets Ctrl+V, and the user's clipboard comes back only after that fetch."""
     user = {"text/plain;charset=utf-8": b"user clip", "image/png": b"\x89PNG fake"}
     async with serve_portal(address) as portal:

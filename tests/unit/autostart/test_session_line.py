@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from anyfill.daemon.doctor_desktop import Session, session_line
+from anyfill.daemon.doctor.desktop import Session, session_line
 
 
 @pytest.mark.parametrize(

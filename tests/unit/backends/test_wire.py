@@ -18,7 +18,7 @@ from anyfill.daemon.backends.wire import (
     error_message,
     retry_after_seconds,
 )
-from anyfill.daemon.engine import trim_context
+from anyfill.daemon.engine.engine import trim_context
 from anyfill.daemon.errors import (
     AuthError,
     BadRequest,

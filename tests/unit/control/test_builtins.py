@@ -19,9 +19,9 @@ from anyfill.daemon.control.builtins import DaemonControl, install_builtins
 from anyfill.daemon.control.client import call
 from anyfill.daemon.control.commands import Commands
 from anyfill.daemon.control.server import ControlServer
+from anyfill.daemon.desktop.hotkeys import Action
+from anyfill.daemon.desktop.pipeline import Pipeline
 from anyfill.daemon.errors import CommandRefused
-from anyfill.daemon.hotkeys import Action
-from anyfill.daemon.pipeline import Pipeline
 from tests.unit.desktop.fakes import FakeCompleter
 from tests.unit.desktop.test_pipeline import build
 

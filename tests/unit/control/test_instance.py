@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from anyfill.daemon.control import paths
+from anyfill.daemon import runtime_dir as paths
 from anyfill.daemon.control.instance import InstanceLock, single_instance
 from anyfill.daemon.errors import AlreadyRunning, ControlError
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import platformdirs
 import pytest
 
-from anyfill.daemon.control import paths
+from anyfill.daemon import runtime_dir as paths
 from anyfill.daemon.errors import ControlError
 
 ROOT = os.geteuid() == 0

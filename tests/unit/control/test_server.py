@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from anyfill.daemon.control import paths
+from anyfill.daemon import runtime_dir as paths
 from anyfill.daemon.control.client import call
 from anyfill.daemon.control.commands import CommandError, Commands
 from anyfill.daemon.control.server import ControlServer

@@ -13,7 +13,7 @@ from typing import Literal
 
 from anyfill.daemon.backends.base import Plan
 from anyfill.daemon.completion import Completion, CompletionRequest
-from anyfill.daemon.desktop import ClipSnapshot, Desktop, Offer, Target, Which
+from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer, Target, Which
 
 
 class FakeClipboard:

@@ -4,8 +4,8 @@ import pytest
 from pydantic import ValidationError
 
 from anyfill.config.model import AppRule, InsertConfig
-from anyfill.daemon.apprules import resolve
-from anyfill.daemon.desktop import Target
+from anyfill.daemon.desktop.apprules import resolve
+from anyfill.daemon.desktop.ports import Target
 
 
 def target(app: str, instance: str = "", process: str = "") -> Target:

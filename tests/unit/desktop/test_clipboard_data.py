@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from anyfill.daemon.capture.clipboard_mode import split_marker
-from anyfill.daemon.desktop import ClipSnapshot
+from anyfill.daemon.desktop.capture.clipboard_mode import split_marker
+from anyfill.daemon.desktop.ports import ClipSnapshot
 
 MARKER = "<|cursor|>"
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from anyfill.daemon.desktop.hotkeys import Hotkey, bindings_from, parse_hotkey
 from anyfill.daemon.errors import ConfigError
-from anyfill.daemon.hotkeys import Hotkey, bindings_from, parse_hotkey
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,9 @@ paste (the user's clipboard back afterwards)."""
 from __future__ import annotations
 
 from anyfill.config.model import InsertConfig
-from anyfill.daemon.apprules import AppSettings
-from anyfill.daemon.desktop import Target
-from anyfill.daemon.inject.inserter import Inserter
+from anyfill.daemon.desktop.apprules import AppSettings
+from anyfill.daemon.desktop.inject.inserter import Inserter
+from anyfill.daemon.desktop.ports import Target
 from tests.unit.desktop.fakes import fake_desktop
 
 EDITOR = Target(window_id=0x100, app="Mousepad", instance="mousepad", process="mousepad")

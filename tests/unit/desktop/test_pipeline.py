@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 
 from anyfill.config.model import CaptureConfig, CaptureStrategy, Settings
-from anyfill.daemon.apprules import AppSettings
-from anyfill.daemon.capture.base import Captured, Strategy, trimmed
-from anyfill.daemon.capture.clipboard_mode import ClipboardCapture
-from anyfill.daemon.desktop import ClipSnapshot, Target
+from anyfill.daemon.desktop.apprules import AppSettings
+from anyfill.daemon.desktop.capture.base import Captured, Strategy, trimmed
+from anyfill.daemon.desktop.capture.clipboard_mode import ClipboardCapture
+from anyfill.daemon.desktop.pipeline import Pipeline
+from anyfill.daemon.desktop.ports import ClipSnapshot, Target
 from anyfill.daemon.errors import CaptureError, SecureField
-from anyfill.daemon.pipeline import Pipeline
 from tests.unit.desktop.fakes import (
     FakeClipboard,
     FakeCompleter,

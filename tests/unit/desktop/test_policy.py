@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from anyfill.daemon.inject.policy import TYPE_MODE_MAX_CHARS, choose, typeable
+from anyfill.daemon.desktop.inject.policy import TYPE_MODE_MAX_CHARS, choose, typeable
 
 
 def test_paste_is_the_default() -> None:

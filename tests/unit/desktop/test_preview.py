@@ -10,18 +10,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from anyfill.config.model import Settings
-from anyfill.daemon.apprules import AppSettings
 from anyfill.daemon.backends.base import Plan
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import PreviewClosed, PreviewShown, PreviewText
-from anyfill.daemon.capture.base import Captured
 from anyfill.daemon.completion import Completion, CompletionRequest
 from anyfill.daemon.context import CaretRect, ScreenArea
 from anyfill.daemon.core import Core
-from anyfill.daemon.desktop import Target
-from anyfill.daemon.hotkeys import Hotkey
-from anyfill.daemon.pipeline import Outcome, Pipeline
-from anyfill.daemon.preview import PreviewController, looks_like_code
+from anyfill.daemon.desktop.apprules import AppSettings
+from anyfill.daemon.desktop.capture.base import Captured
+from anyfill.daemon.desktop.hotkeys import Hotkey
+from anyfill.daemon.desktop.pipeline import Outcome, Pipeline
+from anyfill.daemon.desktop.ports import Target
+from anyfill.daemon.desktop.preview import PreviewController, looks_like_code
 from tests.unit.desktop.fakes import fake_desktop
 from tests.unit.desktop.test_pipeline import EDITOR, FixedCapture
 

@@ -10,15 +10,15 @@ import asyncio
 import pytest
 
 from anyfill.config.model import CaptureStrategy, Settings
-from anyfill.daemon.apprules import AppSettings
-from anyfill.daemon.capture.base import Strategy
-from anyfill.daemon.capture.keyboard import KeyboardCapture
-from anyfill.daemon.capture.late_claims import LateClaims
-from anyfill.daemon.capture.timings import AppTimings
-from anyfill.daemon.desktop import ClipSnapshot, Target
+from anyfill.daemon.desktop.apprules import AppSettings
+from anyfill.daemon.desktop.capture.base import Strategy
+from anyfill.daemon.desktop.capture.keyboard import KeyboardCapture
+from anyfill.daemon.desktop.capture.late_claims import LateClaims
+from anyfill.daemon.desktop.capture.timings import AppTimings
+from anyfill.daemon.desktop.inject.paste import paste
+from anyfill.daemon.desktop.pipeline import Pipeline
+from anyfill.daemon.desktop.ports import ClipSnapshot, Target
 from anyfill.daemon.errors import SelectionAppeared
-from anyfill.daemon.inject.paste import paste
-from anyfill.daemon.pipeline import Pipeline
 from tests.unit.desktop.fakes import FakeClipboard, FakeCompleter, FakeKeys, fake_desktop
 
 CHROMIUM = Target(window_id=0x400, app="Chromium", instance="chromium", process="chromium")

@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 
 from anyfill.daemon.backends.base import FimPrompt, Plan
-from anyfill.daemon.engine import finish
+from anyfill.daemon.engine.engine import finish
 from tests.unit.fim.strategies import Hole, unambiguous
 
 FAULTS = ("clean", "rest_of_line", "following_lines", "sentinel", "trailing_newline")

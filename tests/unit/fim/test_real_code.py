@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from anyfill.daemon.backends.base import FimPrompt, Plan
-from anyfill.daemon.engine import finish
+from anyfill.daemon.engine.engine import finish
 from tests.unit.fim.real_code import FAULTS, cut, fair, faulty, stdlib_files, through
 
 EXAMPLES = settings(max_examples=150, deadline=None)

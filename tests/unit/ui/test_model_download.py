@@ -22,7 +22,7 @@ from pytestqt.qtbot import QtBot
 
 from anyfill.config.model import Settings
 from anyfill.daemon.core import Core
-from anyfill.daemon.engine import Engine
+from anyfill.daemon.engine.engine import Engine
 from anyfill.daemon.managed.binary import INSTALL_HINT
 from anyfill.daemon.managed.events import ManagedServerChanged
 from anyfill.daemon.managed.prestart import start_managed_servers

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from anyfill.daemon.context import CaretRect, ScreenArea
-from anyfill.daemon.desktop import Target
+from anyfill.daemon.desktop.ports import Target
 from anyfill.daemon.wayland.preview_input import HyprlandPreviewInput, hyprland_socket
 
 WINDOW = {

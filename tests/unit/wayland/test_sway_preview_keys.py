@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from anyfill.daemon.hotkeys import parse_hotkey
+from anyfill.daemon.desktop.hotkeys import parse_hotkey
 from anyfill.daemon.wayland.sway_bindings import normalized, sway_combo, user_bindings
 
 

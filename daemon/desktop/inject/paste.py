@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from anyfill.daemon.capture.timings import AppTimings
-from anyfill.daemon.desktop import ClipSnapshot, Desktop, Offer
+from anyfill.daemon.desktop.capture.timings import AppTimings
+from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer
 from anyfill.daemon.errors import InsertError, SelectionAppeared
 from anyfill.daemon.waiting import first_set
 

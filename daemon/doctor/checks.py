@@ -54,7 +54,7 @@ async def diagnose(
     from anyfill.daemon.wayland.session import is_wayland
 
     if sys.platform.startswith("linux") and is_wayland(environ):
-        from anyfill.daemon.wayland.report import wayland_report
+        from anyfill.daemon.doctor.wayland import wayland_report
 
         findings += [Finding(*line) for line in await wayland_report(environ)]
     else:
@@ -66,8 +66,8 @@ async def diagnose(
 
 
 def desktop_findings(environ: Mapping[str, str]) -> list[Finding]:
-    """Session, tray, clipboard, accessibility bus, autostart (daemon/doctor_desktop.py)."""
-    from anyfill.daemon.doctor_desktop import desktop_lines
+    """Session, tray, clipboard, accessibility bus, autostart (daemon/doctor/desktop.py)."""
+    from anyfill.daemon.doctor.desktop import desktop_lines
 
     return [Finding(*line) for line in desktop_lines(environ)]
 
@@ -203,7 +203,7 @@ async def _broker(settings: Settings, environ: Mapping[str, str]) -> Finding:
 
 async def _managed(settings: Settings, managed: list[BackendConfig]) -> list[Finding]:
     """The binary and model of each server anyfill runs itself (never started here)."""
-    from anyfill.daemon.managed.doctor import managed_findings
+    from anyfill.daemon.doctor.managed import managed_findings
 
     found = await asyncio.gather(*(managed_findings(b, settings.models) for b in managed))
     return [Finding(status, topic, detail) for lines in found for status, topic, detail in lines]
@@ -346,8 +346,8 @@ def _accessibility(settings: Settings) -> Finding:
 def _daemon() -> Finding:
     """Whether a daemon answers on the control socket (asked, never created)."""
     from anyfill.daemon.control.client import call
-    from anyfill.daemon.control.paths import socket_path
     from anyfill.daemon.errors import ControlError, NotRunning
+    from anyfill.daemon.runtime_dir import socket_path
 
     try:
         path = socket_path()

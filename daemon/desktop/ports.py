@@ -16,7 +16,7 @@ from anyfill.daemon.errors import ClipboardUnreadable
 
 if TYPE_CHECKING:
     from anyfill.daemon.context import CaretRect, ScreenArea
-    from anyfill.daemon.hotkeys import Action, Hotkey
+    from anyfill.daemon.desktop.hotkeys import Action, Hotkey
 
 Which = Literal["clipboard", "primary"]
 """``primary`` is X11's middle-click selection; platforms without one ignore it."""

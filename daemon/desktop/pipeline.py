@@ -18,18 +18,18 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, TypeVar
 
 from anyfill.config.model import CaptureStrategy, Settings
-from anyfill.daemon import apprules
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import PressFinished, PressStarted
-from anyfill.daemon.capture.base import Captured, ReadBack, Strategy, capture
 from anyfill.daemon.completion import Completer, Completion, CompletionRequest
-from anyfill.daemon.desktop import ClipSnapshot, Desktop, Target
+from anyfill.daemon.desktop import apprules
+from anyfill.daemon.desktop.capture.base import Captured, ReadBack, Strategy, capture
+from anyfill.daemon.desktop.hotkeys import Action
+from anyfill.daemon.desktop.inject.focus import ensure_focus
+from anyfill.daemon.desktop.inject.inserter import Inserter
+from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Target
+from anyfill.daemon.desktop.preview import PreviewController
 from anyfill.daemon.errors import AnyfillError, FocusChanged, SecureField, error_text
-from anyfill.daemon.hotkeys import Action
-from anyfill.daemon.inject.focus import ensure_focus
-from anyfill.daemon.inject.inserter import Inserter
 from anyfill.daemon.log import Private
-from anyfill.daemon.preview import PreviewController
 
 log = logging.getLogger("anyfill.pipeline")
 

@@ -23,8 +23,8 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from anyfill.daemon.capture.timings import AppTimings
-from anyfill.daemon.desktop import ClipSnapshot, Desktop, Offer, Target, Which
+from anyfill.daemon.desktop.capture.timings import AppTimings
+from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer, Target, Which
 
 log = logging.getLogger("anyfill.capture.late")
 

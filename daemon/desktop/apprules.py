@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from anyfill.config.model import AppRule, CaptureStrategy, InsertConfig, InsertMode
-from anyfill.daemon.desktop import Target
+from anyfill.daemon.desktop.ports import Target
 
 
 @dataclass(frozen=True)

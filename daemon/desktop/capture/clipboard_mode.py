@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from anyfill.config.model import CaptureConfig, CaptureStrategy
-from anyfill.daemon.apprules import AppSettings
-from anyfill.daemon.capture.base import Captured, trimmed
-from anyfill.daemon.desktop import Desktop, Target, Which
+from anyfill.daemon.desktop.apprules import AppSettings
+from anyfill.daemon.desktop.capture.base import Captured, trimmed
+from anyfill.daemon.desktop.ports import Desktop, Target, Which
 from anyfill.daemon.errors import CaptureError
 
 

@@ -16,11 +16,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from anyfill.config.model import CaptureConfig, CaptureStrategy
-from anyfill.daemon.apprules import AppSettings
-from anyfill.daemon.capture.base import Captured, trimmed
-from anyfill.daemon.capture.late_claims import LateClaims
-from anyfill.daemon.capture.timings import AppTimings
-from anyfill.daemon.desktop import ClipSnapshot, Desktop, Offer, Target, Which
+from anyfill.daemon.desktop.apprules import AppSettings
+from anyfill.daemon.desktop.capture.base import Captured, trimmed
+from anyfill.daemon.desktop.capture.late_claims import LateClaims
+from anyfill.daemon.desktop.capture.timings import AppTimings
+from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer, Target, Which
 from anyfill.daemon.errors import CaptureError
 from anyfill.daemon.waiting import first_set
 

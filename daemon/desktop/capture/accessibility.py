@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from anyfill.config.model import CaptureConfig, CaptureStrategy
-from anyfill.daemon.apprules import AppSettings
-from anyfill.daemon.capture.base import Captured, trimmed
 from anyfill.daemon.context import CaretRect
-from anyfill.daemon.desktop import Target
+from anyfill.daemon.desktop.apprules import AppSettings
+from anyfill.daemon.desktop.capture.base import Captured, trimmed
+from anyfill.daemon.desktop.ports import Target
 from anyfill.daemon.errors import CaptureError, SecureField
 
 log = logging.getLogger("anyfill.capture.atspi")

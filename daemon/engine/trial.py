@@ -18,8 +18,8 @@ from anyfill.daemon.backends.http import make_client
 from anyfill.daemon.backends.registry import create_backend
 from anyfill.daemon.completion import CompletionRequest
 from anyfill.daemon.context import Context
-from anyfill.daemon.dispatch import SequentialDispatcher
-from anyfill.daemon.engine import Engine
+from anyfill.daemon.engine.dispatch import SequentialDispatcher
+from anyfill.daemon.engine.engine import Engine
 from anyfill.daemon.errors import AnyfillError
 from anyfill.daemon.log import register_secret
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from anyfill.daemon.doctor import Finding, desktop_findings, diagnose, render
+from anyfill.daemon.doctor.checks import Finding, desktop_findings, diagnose, render
 from anyfill.daemon.errors import ConfigError
 from anyfill.daemon.log import set_text_shown
 
@@ -50,7 +50,7 @@ def collect(load: Callable[[], Settings], config_path: Path) -> tuple[list[Findi
 
 def _without_config(exc: ConfigError, config_path: Path) -> list[Finding]:
     from anyfill.config.store import InvalidConfig
-    from anyfill.daemon.doctor import _daemon, _display, _keyring
+    from anyfill.daemon.doctor.checks import _daemon, _display, _keyring
 
     if isinstance(exc, InvalidConfig):
         problems = "; ".join(problem.render(str(config_path)) for problem in exc.problems)
@@ -64,7 +64,7 @@ def _without_config(exc: ConfigError, config_path: Path) -> list[Finding]:
     from anyfill.daemon.wayland.session import is_wayland
 
     if is_wayland(os.environ):
-        from anyfill.daemon.wayland.report import wayland_report
+        from anyfill.daemon.doctor.wayland import wayland_report
 
         desktop = [Finding(*line) for line in asyncio.run(wayland_report(os.environ))]
     else:

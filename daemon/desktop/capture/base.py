@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from anyfill.config.model import CaptureConfig, CaptureStrategy
-from anyfill.daemon.apprules import AppSettings
-from anyfill.daemon.capture.late_claims import LateClaims
 from anyfill.daemon.context import CaretRect, Context
-from anyfill.daemon.desktop import Target, Which
+from anyfill.daemon.desktop.apprules import AppSettings
+from anyfill.daemon.desktop.capture.late_claims import LateClaims
+from anyfill.daemon.desktop.ports import Target, Which
 from anyfill.daemon.errors import CaptureError, SecureField
 
 log = logging.getLogger("anyfill.capture")

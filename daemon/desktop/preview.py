@@ -27,9 +27,9 @@ from anyfill.daemon.bus.status import PreviewClosed, PreviewShown, PreviewText
 from anyfill.daemon.completion import Completer, Completion, CompletionRequest, new_request_id
 from anyfill.daemon.context import Context
 from anyfill.daemon.core import PreviewCommand
-from anyfill.daemon.desktop import Desktop, Target
+from anyfill.daemon.desktop.hotkeys import Hotkey, parse_hotkey
+from anyfill.daemon.desktop.ports import Desktop, Target
 from anyfill.daemon.errors import AnyfillError, RequestDropped
-from anyfill.daemon.hotkeys import Hotkey, parse_hotkey
 
 log = logging.getLogger("anyfill.preview")
 

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from functools import partial
 
 from anyfill.config.model import InsertConfig
-from anyfill.daemon.apprules import AppSettings
-from anyfill.daemon.capture.timings import AppTimings
-from anyfill.daemon.desktop import Desktop, Target
-from anyfill.daemon.inject.focus import ensure_focus, ensure_no_new_selection
-from anyfill.daemon.inject.paste import paste
-from anyfill.daemon.inject.policy import choose
+from anyfill.daemon.desktop.apprules import AppSettings
+from anyfill.daemon.desktop.capture.timings import AppTimings
+from anyfill.daemon.desktop.inject.focus import ensure_focus, ensure_no_new_selection
+from anyfill.daemon.desktop.inject.paste import paste
+from anyfill.daemon.desktop.inject.policy import choose
+from anyfill.daemon.desktop.ports import Desktop, Target
 
 log = logging.getLogger("anyfill.inject")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from anyfill.daemon.desktop import Clipboard, Windows
+from anyfill.daemon.desktop.ports import Clipboard, Windows
 from anyfill.daemon.errors import FocusChanged, SelectionAppeared
 
 

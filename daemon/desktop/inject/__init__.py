@@ -1,0 +1,1 @@
+"""anyfill.daemon.desktop.inject"""

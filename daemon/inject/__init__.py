@@ -1,1 +1,0 @@
-"""anyfill.daemon.inject"""
