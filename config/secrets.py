@@ -13,9 +13,11 @@ from anyfill.daemon.errors import ConfigError, NeedsKeyError
 KEYRING_SERVICE = "anyfill"
 
 BROKER_PASSWORD_ENV = "ANYFILL_MQTT_PASSWORD"
+INSERT_KEY_ENV = "ANYFILL_MQTT_INSERT_KEY"
 
 __all__ = [
     "BROKER_PASSWORD_ENV",
+    "INSERT_KEY_ENV",
     "KEYRING_SERVICE",
     "KeyStatus",
     "delete_api_key",
@@ -24,6 +26,7 @@ __all__ = [
     "move_api_key",
     "resolve_api_key",
     "resolve_broker_password",
+    "resolve_insert_key",
     "store_api_key",
 ]
 
@@ -160,6 +163,17 @@ def key_status(backend: BackendConfig, environ: Mapping[str, str] | None = None)
     except keyring.errors.KeyringError as exc:
         return KeyStatus(False, env_var, env_set, keyring_error=str(exc) or type(exc).__name__)
     return KeyStatus(bool(stored), env_var, env_set)
+
+
+def resolve_insert_key(key_name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The secret remote insert requests are signed with: keyring entry ``key_name``,
+    else ``ANYFILL_MQTT_INSERT_KEY``."""
+    environ = os.environ if environ is None else environ
+    if key_name:
+        key = _keyring_get(key_name)
+        if key:
+            return key
+    return environ.get(INSERT_KEY_ENV) or None
 
 
 def resolve_broker_password(key_name: str, environ: Mapping[str, str] | None = None) -> str | None:

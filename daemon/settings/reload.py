@@ -29,7 +29,7 @@ from anyfill.config.model import Settings
 from anyfill.config.store import InvalidConfig, parse_settings
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import Problem
-from anyfill.daemon.completion import Completer, Completion, CompletionRequest
+from anyfill.daemon.completion import Completer, Completion, CompletionRequest, OnChunk
 from anyfill.daemon.errors import ConfigError
 
 log = logging.getLogger("anyfill.reload")
@@ -212,7 +212,11 @@ class SwappableCompleter:
         return len(self._owners)
 
     async def complete(
-        self, request: CompletionRequest, on_text: Callable[[str], None] | None = None
+        self,
+        request: CompletionRequest,
+        on_text: Callable[[str], None] | None = None,
+        *,
+        on_chunk: OnChunk | None = None,
     ) -> Completion:
         await self._started()
         slot = self._current
@@ -221,7 +225,7 @@ class SwappableCompleter:
         slot.running += 1
         self._owners[request.id] = slot
         try:
-            return await slot.completer.complete(request, on_text)
+            return await slot.completer.complete(request, on_text, on_chunk=on_chunk)
         finally:
             self._owners.pop(request.id, None)
             slot.running -= 1
