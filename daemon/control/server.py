@@ -5,7 +5,10 @@ on Linux each connection's peer credentials (``SO_PEERCRED``) are checked too, s
 process that can reach the file (root) is refused when it runs as another user. Each
 connection carries one request and gets one answer; bad input (not JSON, a line over
 :data:`~.protocol.MAX_LINE`, a silent client, an unknown command, a failing handler) gets an
-error answer or a closed connection and never stops the daemon.
+error answer or a closed connection and never stops the daemon. When
+:data:`MAX_CONNECTIONS` are open, a new one closes the oldest that has not sent its request
+yet (a real client sends it as it connects): silent connections can not lock ``anyfill
+status`` out. What a client sent is logged with its control characters escaped.
 
 Start-up is two steps so a second daemon is refused before it grabs the hotkeys: entering
 the context binds the socket (refusing when a live daemon answers on it, replacing a stale
@@ -31,6 +34,7 @@ from anyfill.daemon.control import protocol
 from anyfill.daemon.control.commands import CommandError, Commands
 from anyfill.daemon.control.instance import running_message
 from anyfill.daemon.errors import AlreadyRunning, ControlError
+from anyfill.daemon.log import printable
 
 log = logging.getLogger("anyfill.control")
 
@@ -58,6 +62,9 @@ class ControlServer:
         self._server: asyncio.Server | None = None
         self._inode: int | None = None
         self._connections: set[asyncio.Task[Any]] = set()
+        self._silent: dict[asyncio.Task[Any], None] = {}
+        """Connections still waiting for their request line, oldest first."""
+        self.evicted = 0
 
     async def __aenter__(self) -> ControlServer:
         sock = self._bind()
@@ -186,8 +193,12 @@ class ControlServer:
                 os.geteuid(),
             )
             return protocol.error(protocol.FORBIDDEN, "this daemon belongs to another user")
+        self._make_room()
         if len(self._connections) > self._max_connections:
             return protocol.error(protocol.FAILED, "too many control connections; try again")
+        task = asyncio.current_task()
+        if task is not None:
+            self._silent[task] = None
         try:
             async with asyncio.timeout(self._read_timeout_s):
                 line = await reader.readline()
@@ -197,9 +208,28 @@ class ControlServer:
             return protocol.error(
                 protocol.TOO_LONG, f"the request is longer than {protocol.MAX_LINE} bytes"
             )
+        finally:
+            if task is not None:
+                self._silent.pop(task, None)
         if not line.strip():
             return protocol.error(protocol.BAD_REQUEST, "empty request")
         return await self.answer(line)
+
+    def _make_room(self) -> None:
+        """Over the limit: close the oldest connections that have said nothing yet."""
+        while len(self._connections) > self._max_connections and self._silent:
+            oldest = next(iter(self._silent))
+            del self._silent[oldest]
+            oldest.cancel()  # its writer closes in _on_connection's finally
+            self._connections.discard(oldest)
+            self.evicted += 1
+            if self.evicted in (1, 10, 100) or self.evicted % 1000 == 0:
+                log.warning(
+                    "control socket: %d connection(s) that sent nothing were closed to make "
+                    "room (at most %d at once)",
+                    self.evicted,
+                    self._max_connections,
+                )
 
     async def answer(self, line: bytes) -> bytes:
         """The answer line to one request line (public for tests and in-process callers)."""
@@ -223,7 +253,7 @@ class ControlServer:
             return protocol.error(protocol.BAD_REQUEST, "'cmd' must be a command name")
         if not isinstance(args, dict):
             return protocol.error(protocol.BAD_REQUEST, "'args' must be a JSON object")
-        log.debug("control command %s", cmd)
+        log.debug("control command %s", printable(cmd))
         try:
             result = await self.commands.dispatch(cmd, args)
             encoded = protocol.ok(result)
@@ -231,7 +261,9 @@ class ControlServer:
             return protocol.error(exc.code, exc.message)
         except Exception as exc:
             log.exception("control command %r failed", cmd)
-            return protocol.error(protocol.INTERNAL, f"{cmd} failed: {type(exc).__name__}: {exc}")
+            return protocol.error(
+                protocol.INTERNAL, f"{cmd!r} failed: {type(exc).__name__}: {printable(str(exc))}"
+            )
         if len(encoded) > protocol.MAX_LINE:
             log.error(
                 "control command %r answered %d bytes; the limit is %d",

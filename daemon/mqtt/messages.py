@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from anyfill.daemon.backends.base import Plan, Usage
 from anyfill.daemon.mqtt.protocol import PayloadError, dumps, load_json
 
+
 class _Message(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
