@@ -269,7 +269,13 @@ class Worker:
         elif topic.value == self.topics.request:
             task = asyncio.create_task(self._serve(client, message, payload))
             self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(self._served)
+
+    def _served(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            error = task.exception()
+            log.error("a pool request failed: %s", type(error).__name__, exc_info=error)
 
     async def _serve(  # noqa: PLR0915 - one request's life reads best in one place
         self, client: BrokerClient, message: aiomqtt.Message, payload: bytes

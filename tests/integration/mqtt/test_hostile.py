@@ -199,25 +199,37 @@ async def test_a_bad_reply_or_presence_never_ends_a_desktops_pool_link(
     assert link.connected.is_set()
 
 
-async def test_a_worker_error_with_an_absurd_retry_after_is_a_plain_fallback(
-    broker: Broker, caplog: pytest.LogCaptureFixture
+def _absurd_retry_after(request_id: str) -> list[bytes]:
+    return [
+        b'{"id": "' + request_id.encode() + b'", "type": "final", "ok": false, '
+        b'"error": {"kind": "rate_limited", "message": "slow down", '
+        b'"retry_after": 1' + b"0" * 400 + b"}}"
+    ]
+
+
+def _two_mib_chunk(request_id: str) -> list[bytes]:
+    chunk = {"id": request_id, "type": "chunk", "text": "x" * (2 << 20)}
+    final = {"id": request_id, "type": "final", "ok": True}
+    return [json.dumps(chunk).encode(), json.dumps(final).encode()]
+
+
+FAKE_WORKER_REPLIES = {"absurd-retry-after": _absurd_retry_after, "2-MiB-chunk": _two_mib_chunk}
+
+
+@pytest.mark.parametrize("case", sorted(FAKE_WORKER_REPLIES))
+async def test_a_worker_answer_out_of_bounds_is_a_plain_fallback(
+    broker: Broker, caplog: pytest.LogCaptureFixture, case: str
 ) -> None:
-    """A 'worker' (a paho client) answers rate_limited with retry_after 10^400."""
+    """A 'worker' (a paho client) answers with retry_after 10^400, or one 2 MiB chunk."""
     responder = LlamaCpp(default=Reply(text="return b + a"))
     with LoopbackServer.in_thread(responder) as direct, Probe(broker.port) as fake_worker:
         fake_worker.subscribe(f"anyfill/fim/{POOL}/request")
 
         def answer() -> None:
             asked = fake_worker.next(10)
-            request_id = json.loads(asked.payload)["id"]
-            absurd = b"1" + b"0" * 400
-            body = (
-                b'{"id": "' + request_id.encode() + b'", "type": "final", "ok": false, '
-                b'"error": {"kind": "rate_limited", "message": "slow down", '
-                b'"retry_after": ' + absurd + b"}}"
-            )
             assert asked.response_topic is not None
-            fake_worker.publish(asked.response_topic, body, correlation=asked.correlation)
+            for body in FAKE_WORKER_REPLIES[case](json.loads(asked.payload)["id"]):
+                fake_worker.publish(asked.response_topic, body, correlation=asked.correlation)
 
         async with Engine(desktop(broker, direct.url, deadline_s=5)) as engine:
             answering = asyncio.create_task(asyncio.to_thread(answer))
