@@ -62,8 +62,9 @@ class ControlServer:
         self._server: asyncio.Server | None = None
         self._inode: int | None = None
         self._connections: set[asyncio.Task[Any]] = set()
-        self._silent: dict[asyncio.Task[Any], None] = {}
+        self._silent: dict[asyncio.Task[Any], asyncio.StreamReader] = {}
         """Connections still waiting for their request line, oldest first."""
+        self._evicted: set[asyncio.Task[Any]] = set()
         self.evicted = 0
 
     async def __aenter__(self) -> ControlServer:
@@ -171,6 +172,10 @@ class ControlServer:
             await writer.drain()
         except (ConnectionError, OSError) as exc:
             log.debug("control client went away: %s", exc)
+        except asyncio.CancelledError:
+            # Closing the server: end quietly. (Python 3.11's start_unix_server calls
+            # task.exception() on a cancelled handler and logs a traceback per connection.)
+            pass
         except Exception:  # the last line of defence: log, keep serving
             log.exception("the control connection failed")
         finally:
@@ -198,10 +203,15 @@ class ControlServer:
             return protocol.error(protocol.FAILED, "too many control connections; try again")
         task = asyncio.current_task()
         if task is not None:
-            self._silent[task] = None
+            self._silent[task] = reader
         try:
             async with asyncio.timeout(self._read_timeout_s):
                 line = await reader.readline()
+            if task in self._evicted:
+                self._evicted.discard(task)
+                return protocol.error(
+                    protocol.TIMEOUT, "closed to make room: this connection sent no request"
+                )
         except TimeoutError:
             return protocol.error(protocol.TIMEOUT, "no request line arrived in time")
         except (ValueError, asyncio.LimitOverrunError):
@@ -219,8 +229,9 @@ class ControlServer:
         """Over the limit: close the oldest connections that have said nothing yet."""
         while len(self._connections) > self._max_connections and self._silent:
             oldest = next(iter(self._silent))
-            del self._silent[oldest]
-            oldest.cancel()  # its writer closes in _on_connection's finally
+            # Its read ends now (as if the client had closed); it answers and goes.
+            self._silent.pop(oldest).feed_eof()
+            self._evicted.add(oldest)
             self._connections.discard(oldest)
             self.evicted += 1
             if self.evicted in (1, 10, 100) or self.evicted % 1000 == 0:

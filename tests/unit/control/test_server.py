@@ -311,11 +311,15 @@ async def test_forty_silent_connections_do_not_lock_out_status_calls(runtime: Pa
                 silent.append(sock)
             await asyncio.sleep(0.2)  # all accepted and waiting for their line
             answers = [await in_thread(call, "echo", {"n": n}) for n in range(20)]
+            oldest = silent[0]
+            oldest.settimeout(10)
+            said = json.loads(await in_thread(oldest.makefile("rb").readline))
         finally:
             for sock in silent:
                 sock.close()
     assert answers == [{"echo": {"n": n}} for n in range(20)]
     assert server.evicted >= 8
+    assert "make room" in said["error"]["message"]  # the oldest silent one was told why
 
 
 async def test_a_command_name_with_a_lone_surrogate_or_a_nul_is_logged_escaped(
