@@ -22,7 +22,6 @@ from typing import Any, Literal, TypeVar
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from anyfill.daemon.backends.base import Plan, Usage
 from anyfill.daemon.errors import (
     AnyfillError,
     AuthError,
@@ -202,30 +201,6 @@ def dumps(message: dict[str, Any]) -> bytes:
     return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def plan_json(plan: Plan) -> dict[str, Any]:
-    return {
-        "mode": plan.mode,
-        "template": plan.template,
-        "stop": list(plan.stop),
-        "note": plan.note,
-    }
-
-
-def plan_from_json(data: Any) -> Plan:
-    if not isinstance(data, dict) or data.get("mode") not in ("native", "template", "chat"):
-        raise ValueError(f"not a plan: {data!r}")
-    return Plan(
-        mode=data["mode"],
-        template=str(data.get("template", "")),
-        stop=tuple(str(s) for s in data.get("stop", ())),
-        note=str(data.get("note", "")),
-    )
-
-
-def usage_json(usage: Usage) -> dict[str, Any]:
-    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
-
-
 _KINDS: dict[str, type[BackendError]] = {
     "rate_limited": RateLimited,
     "unavailable": BackendUnavailable,
@@ -346,10 +321,7 @@ __all__ = [
     "insert_signed",
     "load_json",
     "parse",
-    "plan_from_json",
-    "plan_json",
     "published",
     "sign_insert",
     "topic_problem",
-    "usage_json",
 ]

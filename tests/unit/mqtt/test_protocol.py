@@ -14,6 +14,7 @@ from anyfill.daemon.errors import (
     RequestDropped,
     ServerError,
 )
+from anyfill.daemon.mqtt.messages import Chunk, PlanInfo, read_reply
 from anyfill.daemon.mqtt.protocol import (
     MAX_PAYLOAD,
     NodeRequest,
@@ -22,8 +23,6 @@ from anyfill.daemon.mqtt.protocol import (
     error_from_json,
     error_json,
     parse,
-    plan_from_json,
-    plan_json,
 )
 
 
@@ -79,9 +78,13 @@ def test_a_pool_request_keeps_extra_files_as_pairs() -> None:
 
 def test_a_plan_survives_the_trip() -> None:
     plan = Plan("template", "starcoder", ("<eot>",), "why")
-    assert plan_from_json(json.loads(json.dumps(plan_json(plan)))) == plan
-    with pytest.raises(ValueError, match="not a plan"):
-        plan_from_json({"mode": "psychic"})
+    chunk = Chunk(id="p", text="x", plan=PlanInfo.of(plan))
+    back = read_reply(chunk.to_bytes())
+    assert isinstance(back, Chunk)
+    assert back.plan is not None
+    assert back.plan.plan() == plan
+    with pytest.raises(PayloadError, match="malformed reply"):
+        read_reply(b'{"type": "chunk", "text": "x", "plan": {"mode": "psychic"}}')
 
 
 @pytest.mark.parametrize(
