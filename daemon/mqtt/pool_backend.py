@@ -89,24 +89,7 @@ class MqttPoolBackend(Backend):
         link = self.link
         deadline_s = self.config.timeouts.first_token_s
         request_id = uuid.uuid4().hex
-        body = (
-            # ours, checked by the worker; built unchecked so no prompt can fail here
-            PoolRequest.model_construct(
-                id=request_id,
-                prefix=prompt.prefix,
-                suffix=prompt.suffix,
-                max_tokens=prompt.max_tokens,
-                temperature=prompt.temperature,
-                stop=list(prompt.stop),
-                single_line=prompt.single_line,
-                language=prompt.language,
-                filename=prompt.filename,
-                extra=list(prompt.extra),
-                deadline_ms=max(1, int(deadline_s * 1000)),
-            )
-            .model_dump_json(exclude_defaults=True)
-            .encode()
-        )
+        body = PoolRequest.of(request_id, prompt, max(1, int(deadline_s * 1000))).to_bytes()
         properties = publish_properties(
             response_topic=link.reply_topic,
             correlation=request_id.encode(),

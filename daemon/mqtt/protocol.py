@@ -22,6 +22,7 @@ from typing import Any, Literal, TypeVar
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from anyfill.daemon.backends.base import FimPrompt
 from anyfill.daemon.errors import (
     AnyfillError,
     AuthError,
@@ -105,6 +106,42 @@ class PoolRequest(_Strict):
     priority: Priority = "interactive"
     deadline_ms: int | None = Field(None, ge=1)
     """Time left to start answering when it was sent (MQTT 5 expiry is whole seconds)."""
+
+    @classmethod
+    def of(cls, request_id: str, prompt: FimPrompt, deadline_ms: int) -> PoolRequest:
+        """The desktop's side: ours, and checked by the worker, so built unchecked (no
+        prompt can fail here)."""
+        return cls.model_construct(
+            id=request_id,
+            prefix=prompt.prefix,
+            suffix=prompt.suffix,
+            max_tokens=prompt.max_tokens,
+            temperature=prompt.temperature,
+            stop=list(prompt.stop),
+            single_line=prompt.single_line,
+            language=prompt.language,
+            filename=prompt.filename,
+            extra=list(prompt.extra),
+            deadline_ms=deadline_ms,
+        )
+
+    def to_bytes(self) -> bytes:
+        return self.model_dump_json(exclude_defaults=True).encode()
+
+    def prompt(self) -> FimPrompt:
+        """The worker's side: the prompt for its own backends."""
+        return FimPrompt(
+            prefix=self.prefix,
+            suffix=self.suffix,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            stop=tuple(self.stop),
+            single_line=self.single_line,
+            language=self.language,
+            filename=self.filename,
+            extra=tuple(self.extra),
+            request_id=self.id,
+        )
 
 
 class PayloadError(Exception):

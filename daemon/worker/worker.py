@@ -34,7 +34,7 @@ from collections.abc import Mapping
 import aiomqtt
 
 from anyfill.config.model import Settings
-from anyfill.daemon.backends.base import Backend, FimPrompt, Plan, Usage
+from anyfill.daemon.backends.base import Backend, Plan, Usage
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.completion import CompletionRequest, Finished, Planned, Text
 from anyfill.daemon.context import Context
@@ -330,18 +330,7 @@ class Worker:
             priority=request.priority,
             deadline=deadline,
         )
-        prompt = FimPrompt(
-            prefix=request.prefix,
-            suffix=request.suffix,
-            max_tokens=request.max_tokens,
-            temperature=request.temperature,
-            stop=tuple(request.stop),
-            single_line=request.single_line,
-            language=request.language,
-            filename=request.filename,
-            extra=tuple(request.extra),
-            request_id=request.id,
-        )
+        prompt = request.prompt()
         assert self.scheduler is not None
         plan: Plan | None = None
         plan_sent = False

@@ -12,7 +12,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -38,19 +38,6 @@ pytestmark = pytest.mark.broker
 NODE = "desk"
 DEEP = b'{"id": "deep", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
 """Nesting far past any parser's recursion limit (json.loads raises RecursionError)."""
-
-
-@pytest.fixture
-def broker() -> Iterator[Broker]:
-    with Broker.start() as running:
-        yield running
-
-
-@pytest.fixture
-def gpu() -> Iterator[tuple[LlamaCpp, LoopbackServer]]:
-    responder = LlamaCpp(default=Reply(text="return a + b"))
-    with LoopbackServer.in_thread(responder) as server:
-        yield responder, server
 
 
 def is_final(message: Received) -> bool:
