@@ -19,6 +19,7 @@ from anyfill.daemon.engine.engine import Engine
 from anyfill.daemon.mqtt.connection import BrokerSpec
 from anyfill.daemon.mqtt.node import NodeBridge
 from anyfill.daemon.mqtt.protocol import sign_insert
+from tests.e2e.harness import MISSING, Daemon, XSession, daemon_config, wait_until
 from tests.integration.mqtt.test_pool import POOL, desktop, request, workers
 from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
@@ -210,3 +211,44 @@ async def test_without_an_insert_key_nothing_types(broker: Broker) -> None:
     assert reply["ok"] is False
     assert "set-key mqtt-insert" in reply["error"]["message"]
     assert triggered == []
+
+
+@pytest.mark.skipif(bool(MISSING), reason="the daemon needs Xvfb (.ci/apt-packages.txt)")
+def test_the_running_daemon_reads_the_insert_key_and_refuses_an_unsigned_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``anyfill run`` end to end: the key from ANYFILL_MQTT_INSERT_KEY, a broker that lets
+    anonymous clients in, an anonymous client's plain and signed requests."""
+    monkeypatch.setenv("ANYFILL_MQTT_PASSWORD", "node-pass")
+    monkeypatch.setenv("ANYFILL_MQTT_INSERT_KEY", INSERT_KEY)
+    mqtt = """
+[mqtt]
+enabled = true
+url = "{url}"
+node = "alice-desk"
+username = "anyfill"
+allow_remote_insert = true
+"""
+    with (
+        Broker.start(users=USERS, anonymous=True) as broker,
+        LoopbackServer.in_thread(LlamaCpp()) as llama,
+        XSession.start() as x,
+    ):
+        process = Daemon(x, daemon_config(llama.url, mqtt.format(url=broker.url)), name="ins")
+        try:
+            wait_until(lambda: "on the broker" in process.log(), 10, "the daemon on the broker")
+            with Probe(broker.port) as anonymous:
+                anonymous.subscribe(f"{NODE_BASE}/response")
+                replies = []
+                for body in ({"id": "plain", "insert": True}, signed("signed-1")):
+                    anonymous.publish(f"{NODE_BASE}/request", json.dumps(body))
+                    replies.append(anonymous.next(10).json())
+        finally:
+            process.stop()
+        log = process.log()
+    plain, good = replies
+    assert plain["ok"] is False
+    assert "'at' and 'sig'" in plain["error"]["message"]
+    assert good["ok"] is True, good
+    assert good["inserted"] == "requested"
+    assert "a remote insert request was refused" in log
