@@ -18,13 +18,13 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from anyfill.daemon.errors import AnyfillError
 from anyfill.daemon.models.catalog import CatalogModel, human_size
 from anyfill.daemon.models.store import part_path
+from anyfill.daemon.version import version_string
 
 __all__ = [
     "DownloadError",
@@ -54,18 +54,13 @@ class FileInfo:
     commit: str | None
 
 
-def _version() -> str:
-    try:
-        return metadata.version("anyfill")
-    except metadata.PackageNotFoundError:
-        return "0"
-
-
 def _headers() -> dict[str, str]:
     from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 
     # token=False: a public model needs no token, and a user's stored one is not ours to send.
-    return dict(build_hf_headers(token=False, library_name="anyfill", library_version=_version()))
+    return dict(
+        build_hf_headers(token=False, library_name="anyfill", library_version=version_string())
+    )
 
 
 def _where(endpoint: str | None) -> str:

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from anyfill.daemon.backends.base import Plan, Usage
+from anyfill.daemon.completion import Plan, Usage
 from anyfill.daemon.mqtt.protocol import PayloadError, dumps, load_json
 
 

@@ -112,10 +112,15 @@ class NodeBridge:
         """Signed insert requests already used, by id, with when: a replay is refused."""
 
     @property
+    def in_force(self) -> Settings:
+        """The settings in force now (a reload or the panel may have changed them); the
+        broker connection itself keeps the ones it was started with."""
+        return self._current_settings() if self._current_settings else self.settings
+
+    @property
     def with_text(self) -> bool:
-        """privacy.mqtt_text as in force now (the settings panel may change it)."""
-        settings = self._current_settings() if self._current_settings else self.settings
-        return settings.privacy.mqtt_text
+        """privacy.mqtt_text as in force now."""
+        return self.in_force.privacy.mqtt_text
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -398,7 +403,7 @@ class NodeBridge:
         """Type at the caret, only for a request signed with this node's insert key: the
         broker does not say who published a message, and one that also lets anonymous
         clients in would let anyone type here."""
-        settings = self._current_settings() if self._current_settings else self.settings
+        settings = self.in_force  # switched off: refused at once
         if not settings.mqtt.allow_remote_insert:
             return Final.failure(
                 request_id,

@@ -22,7 +22,7 @@ from typing import Any, Literal, TypeVar
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from anyfill.daemon.backends.base import FimPrompt
+from anyfill.daemon.completion import FimPrompt
 from anyfill.daemon.errors import (
     AnyfillError,
     AuthError,
