@@ -211,6 +211,7 @@ class LoopbackServer:
         self._server: asyncio.Server | None = None
         self._changed: asyncio.Condition | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._stopping = False
         self._lock = threading.Lock()
 
     @property
@@ -227,6 +228,7 @@ class LoopbackServer:
         if self._server is None:
             return
         self._server.close()
+        self._stopping = True
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
@@ -234,6 +236,7 @@ class LoopbackServer:
                 await task
         await self._server.wait_closed()
         self._server = None
+        self._stopping = False
 
     async def __aenter__(self) -> LoopbackServer:
         return await self.start()
@@ -339,9 +342,14 @@ class LoopbackServer:
                 await self._notify()
                 if not keep:
                     break
+        except asyncio.CancelledError:
+            # Python 3.11's start_server logs a traceback for a handler that ends cancelled
+            # (its done-callback calls task.exception()); stop() cancels us on purpose.
+            if not self._stopping:
+                raise
         finally:
             writer.close()
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception, asyncio.CancelledError):
                 await writer.wait_closed()
             self._tasks.discard(task)  # type: ignore[arg-type]
 
