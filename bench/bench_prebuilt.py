@@ -1,7 +1,7 @@
 """The prebuilt runtime (the ``local`` extra, xllamacpp) against the compiled llama-server,
 both run by the managed backend in this one process, with the tests' tiny FIM model.
 
-    VENV/bin/python bench/bench_prebuilt.py --assets DIR [--runs 5] [--requests 40]
+    VENV/bin/python bench/bench_prebuilt.py --assets DIR [--runs 5] [--requests 40] [--model F]
 
 VENV is one where ``anyfill[local]`` is installed (a fresh one from the wheel, as a user's);
 DIR holds ``llama-server`` and ``tiny-fim.gguf`` (``cat .venv/llama-assets``). Prints, both
@@ -34,13 +34,13 @@ CTX = 2048
 KINDS = ("compiled", "prebuilt")
 
 
-def settings(kind: str, assets: Path, tokens: int) -> Settings:
+def settings(kind: str, assets: Path, tokens: int, model: str = "tiny-fim.gguf") -> Settings:
     binary = str(assets / "llama-server") if kind == "compiled" else ""
     config = BackendConfig.model_validate(
         {
             "name": "managed",
             "type": "llamacpp-managed",
-            "model": str(assets / "tiny-fim.gguf"),
+            "model": str(assets / model),
             "max_tokens": tokens,
             "options": {"ignore_eos": True},
             "server": {"binary": binary, "context_size": CTX, "start": "request"},
@@ -74,9 +74,11 @@ def backend_of(engine: Engine) -> ManagedLlamaCppBackend:
     return backend
 
 
-async def start_and_first(kind: str, assets: Path, logs: Path, tokens: int) -> tuple[float, float]:
+async def start_and_first(
+    kind: str, assets: Path, logs: Path, tokens: int, model: str
+) -> tuple[float, float]:
     """(ms from the first request to the server ready, ms of that first completion)."""
-    async with Engine(settings(kind, assets, tokens)) as engine:
+    async with Engine(settings(kind, assets, tokens, model)) as engine:
         backend = backend_of(engine)
         backend.supervisor.logs = logs
         began = time.perf_counter()
@@ -94,6 +96,11 @@ async def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument(
+        "--model",
+        default="tiny-fim.gguf",
+        help="a GGUF in --assets (smollm2-135m.gguf: a real model)",
+    )
     args = parser.parse_args()
     if importlib.util.find_spec("xllamacpp") is None:
         raise SystemExit("xllamacpp is not installed here: run this with anyfill[local]'s python")
@@ -110,7 +117,7 @@ async def main() -> None:
     firsts: dict[str, list[float]] = {k: [] for k in KINDS}
     for run in range(args.runs):
         for kind in KINDS if run % 2 == 0 else KINDS[::-1]:
-            ready, first = await start_and_first(kind, assets, logs, args.tokens)
+            ready, first = await start_and_first(kind, assets, logs, args.tokens, args.model)
             readies[kind].append(ready)
             firsts[kind].append(first)
     for kind in KINDS:
@@ -118,8 +125,8 @@ async def main() -> None:
 
     print(f"\n2. per request, {args.requests} each, {args.tokens} tokens, interleaved")
     async with (
-        Engine(settings("compiled", assets, args.tokens)) as compiled,
-        Engine(settings("prebuilt", assets, args.tokens)) as prebuilt,
+        Engine(settings("compiled", assets, args.tokens, args.model)) as compiled,
+        Engine(settings("prebuilt", assets, args.tokens, args.model)) as prebuilt,
     ):
         engines = {"compiled": compiled, "prebuilt": prebuilt}
         for kind, engine in engines.items():
