@@ -34,13 +34,16 @@ CTX = 2048
 KINDS = ("compiled", "prebuilt")
 
 
-def settings(kind: str, assets: Path, tokens: int, model: str = "tiny-fim.gguf") -> Settings:
+def settings(
+    kind: str, assets: Path, tokens: int, model: str = "tiny-fim.gguf", template: str = "auto"
+) -> Settings:
     binary = str(assets / "llama-server") if kind == "compiled" else ""
     config = BackendConfig.model_validate(
         {
             "name": "managed",
             "type": "llamacpp-managed",
             "model": str(assets / model),
+            "template": template,
             "max_tokens": tokens,
             "options": {"ignore_eos": True},
             "server": {"binary": binary, "context_size": CTX, "start": "request"},
@@ -75,10 +78,10 @@ def backend_of(engine: Engine) -> ManagedLlamaCppBackend:
 
 
 async def start_and_first(
-    kind: str, assets: Path, logs: Path, tokens: int, model: str
+    kind: str, assets: Path, logs: Path, tokens: int, model: str, template: str
 ) -> tuple[float, float]:
     """(ms from the first request to the server ready, ms of that first completion)."""
-    async with Engine(settings(kind, assets, tokens, model)) as engine:
+    async with Engine(settings(kind, assets, tokens, model, template)) as engine:
         backend = backend_of(engine)
         backend.supervisor.logs = logs
         began = time.perf_counter()
@@ -96,6 +99,7 @@ async def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--template", default="auto", help="e.g. starcoder for smollm2")
     parser.add_argument(
         "--model",
         default="tiny-fim.gguf",
@@ -117,7 +121,9 @@ async def main() -> None:
     firsts: dict[str, list[float]] = {k: [] for k in KINDS}
     for run in range(args.runs):
         for kind in KINDS if run % 2 == 0 else KINDS[::-1]:
-            ready, first = await start_and_first(kind, assets, logs, args.tokens, args.model)
+            ready, first = await start_and_first(
+                kind, assets, logs, args.tokens, args.model, args.template
+            )
             readies[kind].append(ready)
             firsts[kind].append(first)
     for kind in KINDS:
@@ -125,8 +131,8 @@ async def main() -> None:
 
     print(f"\n2. per request, {args.requests} each, {args.tokens} tokens, interleaved")
     async with (
-        Engine(settings("compiled", assets, args.tokens, args.model)) as compiled,
-        Engine(settings("prebuilt", assets, args.tokens, args.model)) as prebuilt,
+        Engine(settings("compiled", assets, args.tokens, args.model, args.template)) as compiled,
+        Engine(settings("prebuilt", assets, args.tokens, args.model, args.template)) as prebuilt,
     ):
         engines = {"compiled": compiled, "prebuilt": prebuilt}
         for kind, engine in engines.items():
