@@ -1,6 +1,7 @@
 """The README's install commands, run as written (issue #25): ``pipx install .`` from a
-checkout, ``pipx inject anyfill xllamacpp`` for the prebuilt runtime, and a git URL
-(``git+file://`` of this checkout: the same clone-and-build path as ``git+https://``).
+checkout, ``pipx inject anyfill xllamacpp`` for the prebuilt runtime, a git URL
+(``git+file://`` of this checkout: the same clone-and-build path as ``git+https://``), and
+``pip wheel --no-deps -w dist .``.
 The wheel itself (``pip install dist/anyfill-*.whl``, with and without ``[local]``) is
 checked by test_bundle.py and test_local_extra.py.
 
@@ -73,3 +74,17 @@ def test_pip_install_from_a_git_url(tmp_path: Path) -> None:
     )
     assert installed.returncode == 0, installed.stderr
     assert run([str(venv / "bin" / "anyfill"), "version"], env).stdout.strip() == _version()
+
+
+def test_pip_wheel_builds_the_wheel_the_readme_names(tmp_path: Path) -> None:
+    from importlib import metadata
+
+    built = run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(REPO)],
+        private_env(tmp_path),
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr
+    name = f"anyfill-{metadata.version('anyfill')}-py3-none-any.whl"
+    assert [p.name for p in tmp_path.glob("*.whl")] == [name]
+    assert f"dist/{name}" in (REPO / "README.md").read_text()
