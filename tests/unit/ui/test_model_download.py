@@ -23,9 +23,9 @@ from pytestqt.qtbot import QtBot
 from anyfill.config.model import Settings
 from anyfill.daemon.core import Core
 from anyfill.daemon.engine.engine import Engine
-from anyfill.daemon.managed.binary import INSTALL_HINT
 from anyfill.daemon.managed.events import ManagedServerChanged
 from anyfill.daemon.managed.prestart import start_managed_servers
+from anyfill.daemon.managed.runtime import RUNTIME_HINT
 from anyfill.daemon.models import catalog
 from anyfill.daemon.models.download import ModelDownload, sha256_of
 from anyfill.daemon.models.store import part_path
@@ -303,19 +303,20 @@ def test_a_missing_binary_shows_its_fix(
     assert tray.state.look() == "error"
     tooltip = tray.state.tooltip()
     assert "managed (managed): llama-server is missing" in tooltip
-    assert f"fix: {INSTALL_HINT}" in tooltip
+    assert f"fix: {RUNTIME_HINT}" in tooltip
+    assert "pip install 'anyfill[local]'" in tooltip  # the prebuilt runtime first
     assert "scripts/setup --local" in tooltip
     assert "apt install llama.cpp" in tooltip
     notes = [text for _, text in tray.notifier.shown if "llama-server is not installed" in text]
     assert notes == [
-        f"anyfill cannot start its llama.cpp server: llama-server is not installed. "
-        f"Fix: {INSTALL_HINT}"
+        "anyfill cannot start its llama.cpp server: llama-server is not installed, nor "
+        f"anyfill's prebuilt runtime. Fix: {RUNTIME_HINT}"
     ]
     actions = _menu_texts(tray)
     assert not any(text.startswith("Download the FIM") for text in actions)
-    copy = actions[f"Copy the fix: {INSTALL_HINT}"]
+    copy = actions[f"Copy the fix: {RUNTIME_HINT}"]
     copy.trigger()  # type: ignore[attr-defined]
-    assert QGuiApplication.clipboard().text() == INSTALL_HINT
+    assert QGuiApplication.clipboard().text() == RUNTIME_HINT
 
 
 def test_a_failed_download_says_why_and_writes_nothing(
