@@ -17,6 +17,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,8 @@ def _serve(options: argparse.Namespace) -> int:
     # Block the stop signals before the server's threads start (they inherit the mask), so
     # that only sigwait below receives them.
     stops = {signal.SIGTERM, signal.SIGINT}
-    signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    if sys.platform != "win32":  # Windows has no signal masks: TerminateProcess stops it
+        signal.pthread_sigmask(signal.SIG_BLOCK, stops)
     try:
         server = xllamacpp.Server(params)
     except RuntimeError as exc:
@@ -83,6 +85,9 @@ def _serve(options: argparse.Namespace) -> int:
         f"anyfill prebuilt runtime: xllamacpp {xllamacpp.__version__} serving "
         f"{options.model} at {server.listening_address}"
     )
+    if sys.platform == "win32":
+        threading.Event().wait()  # until the supervisor terminates the process
+        return 0
     received = signal.sigwait(stops)
     _say(f"anyfill prebuilt runtime: stopping ({signal.Signals(received).name})")
     return 0

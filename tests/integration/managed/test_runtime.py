@@ -156,3 +156,22 @@ async def test_doctor_names_the_prebuilt_runtime(
     assert (status, topic) == ("ok", "backend managed binary")
     assert detail.startswith("the prebuilt runtime, xllamacpp")
     assert "no llama-server found, the compiled one is faster" in detail
+
+
+def test_the_prebuilt_server_refuses_arguments_meant_for_llama_server(tmp_path: Path) -> None:
+    """server.args written for a compiled llama-server stop the runtime with their name
+    (exit 2, the line the supervisor quotes), before xllamacpp is even loaded."""
+    import subprocess
+
+    args = ["--model", str(tmp_path / "m.gguf"), "--port", "9", "--flash-attn", "on"]
+    result = subprocess.run(
+        [sys.executable, "-m", "anyfill.daemon.managed.prebuilt_server", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("anyfill prebuilt runtime: unrecognized arguments: --flash-attn on")
+    assert "server.args are for a compiled llama-server" in last
