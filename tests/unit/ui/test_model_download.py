@@ -1,7 +1,7 @@
 """The tray and a managed llama-server that lacks its binary or its model (issue #13).
 
 The real TrayApp, CoreBridge, Core and Engine (with a ``llamacpp-managed`` backend and its
-supervisor) on the offscreen platform; the model comes through the real huggingface_hub
+supervisor) on the offscreen platform; the model comes through anyfill's real download
 code from the loopback Hub of tests/servers/hfhub.py. The catalogue gets one extra entry,
 the tests' tiny FIM GGUF (the real entries are hundreds of MB). With the llama.cpp assets
 built, the downloaded model is served by the real llama-server; without them a stand-in
@@ -258,7 +258,7 @@ def test_cancel_closes_the_dialog_keeps_the_partial_file_and_the_next_download_r
 
     _download_action(tray).trigger()  # type: ignore[attr-defined]
     tray.downloads.ask_box.button(QMessageBox.StandardButton.Yes).click()  # type: ignore[union-attr]
-    # huggingface_hub reports its first 10 MiB piece; cancel while the rest comes in.
+    # Cancel once some of it came, while the rest comes in.
     qtbot.waitUntil(lambda: any(0 < e.done < len(DATA) for e in events), timeout=20_000)
     dialog = tray.downloads.progress
     assert dialog is not None
