@@ -32,9 +32,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from anyfill.config.model import Settings
-from anyfill.daemon.control.builtins import DaemonControl, install_builtins
+from anyfill.daemon.bus import EventBus
+from anyfill.daemon.control.builtins import install_builtins
 from anyfill.daemon.control.commands import Commands
 from anyfill.daemon.control.server import ControlServer
+from anyfill.daemon.core import Core
 from anyfill.daemon.desktop.hotkeys import Action
 from tests.unit.desktop.test_pipeline import build
 
@@ -61,8 +63,11 @@ class Daemon:
         def on_trigger(action: Action) -> None:  # the hotkey source's callback
             self.acted.append(time.monotonic())
 
+        core = Core(Settings(), EventBus())
+        core.attach(pipeline, None)
+        core.trigger = on_trigger  # type: ignore[method-assign]  # stamp the hotkey callback
         commands = Commands()
-        install_builtins(commands, DaemonControl(Settings(), pipeline, on_trigger, desktop="-"))
+        install_builtins(commands, core)
         async with ControlServer(commands) as server:
             await server.start_serving()
             self.ready.set()

@@ -21,12 +21,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from anyfill.config.model import CaptureStrategy, Settings
+from anyfill.config.model import CaptureConfig, CaptureStrategy, Settings
 from anyfill.config.store import default_config_path
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import BackendsReady, Problem
 from anyfill.daemon.completion import Completer
-from anyfill.daemon.control.builtins import DaemonControl, install_builtins
+from anyfill.daemon.control.builtins import install_builtins
 from anyfill.daemon.control.commands import Commands
 from anyfill.daemon.control.server import ControlServer
 from anyfill.daemon.core import Core
@@ -38,10 +38,13 @@ from anyfill.daemon.desktop.hotkeys import Action, bindings_from
 from anyfill.daemon.desktop.pipeline import Pipeline
 from anyfill.daemon.desktop.ports import Desktop
 from anyfill.daemon.desktop.preview import PreviewController
-from anyfill.daemon.errors import AnyfillError, DesktopUnavailable, error_text
+from anyfill.daemon.engine.swappable import SwappableCompleter
+from anyfill.daemon.errors import AnyfillError, DesktopUnavailable, RestartNeeded, error_text
 from anyfill.daemon.heap import freeze_startup_objects
 from anyfill.daemon.log import FILE_ONLY, setup_logging
-from anyfill.daemon.settings.reload import ConfigWatcher, Reloader, SwappableCompleter
+from anyfill.daemon.settings.live import Reader
+from anyfill.daemon.settings.reload import ConfigWatcher, Reloader
+from anyfill.daemon.version import version_string
 from anyfill.daemon.waiting import first_set
 
 log = logging.getLogger("anyfill.app")
@@ -76,12 +79,16 @@ def desktop_kind() -> str:
     return "wayland" if is_wayland() else "x11"
 
 
-def capture_strategies(desktop: Desktop, settings: Settings) -> dict[CaptureStrategy, Strategy]:
+def capture_strategies(
+    desktop: Desktop, capture: Reader[CaptureConfig], settings: Settings
+) -> dict[CaptureStrategy, Strategy]:
+    """Every capture strategy this desktop can run, each reading ``capture`` when it runs
+    (built once: what they learn per app outlives reloads)."""
     strategies: dict[CaptureStrategy, Strategy] = {
-        "keyboard": KeyboardCapture(desktop, settings.capture),
-        "clipboard": ClipboardCapture(desktop, settings.capture),
+        "keyboard": KeyboardCapture(desktop, capture),
+        "clipboard": ClipboardCapture(desktop, capture),
     }
-    accessibility = AccessibilityCapture(settings.capture)
+    accessibility = AccessibilityCapture(capture)
     if accessibility.unavailable:
         if "accessibility" in settings.capture.strategies:
             log.info("accessibility capture is off: %s", accessibility.unavailable)
@@ -143,7 +150,7 @@ def start_mqtt(
         backends=ready.backends if ready is not None else None,
         unusable=dict(ready.unusable) if ready is not None else None,
         trigger=trigger_action if trigger is not None else None,
-        version=_version(),
+        version=version_string(),
         current=current,
     )
     return asyncio.get_running_loop().create_task(bridge.run(), name="mqtt-node")
@@ -156,13 +163,41 @@ async def _stop(task: asyncio.Task[None] | None) -> None:
             await task
 
 
-def _version() -> str:
-    from importlib import metadata
+MQTT_READ_LIVE = frozenset({"allow_remote_insert"})
+"""``[mqtt]`` keys the node reads at each request; a change of any other key restarts the
+link with the new values (``privacy.mqtt_text`` is read at each message too)."""
 
-    try:
-        return metadata.version("anyfill")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
+
+class MqttLink:
+    """The daemon's MQTT node, restarted when ``[mqtt]`` changes (on, off, another broker,
+    node or prefix): every key applies live, none waits for a restart of anyfill."""
+
+    def __init__(self, core: Core, completer: Completer) -> None:
+        self._core = core
+        self._completer = completer
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        core = self._core
+        self._task = start_mqtt(
+            core.settings, self._completer, core.trigger, bus=core.bus, current=core.live.get
+        )
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        await _stop(task)
+
+    async def apply(self, old: Settings, new: Settings) -> None:
+        changed = {
+            key
+            for key in type(new.mqtt).model_fields
+            if getattr(old.mqtt, key) != getattr(new.mqtt, key)
+        }
+        if not changed - MQTT_READ_LIVE:
+            return
+        log.info("[mqtt] changed (%s): the broker link restarts", ", ".join(sorted(changed)))
+        await self.stop()
+        self.start()
 
 
 async def serve(
@@ -206,13 +241,7 @@ async def serve_core(
     ``$XDG_RUNTIME_DIR/anyfill/control.sock``). ``core.config_path`` is watched: a new valid
     version of the file is applied while running (:mod:`anyfill.daemon.settings.reload`).
     """
-    settings = core.settings
-    pipelines: list[Pipeline] = []
-
-    def on_trigger(action: Action) -> None:
-        for pipeline in pipelines:
-            pipeline.trigger(action)
-
+    settings = core.settings  # what is opened once from the start-up values
     from anyfill.daemon.scheduler.attempt_log import log_attempts
 
     log_attempts(core.bus)
@@ -220,28 +249,24 @@ async def serve_core(
     # Bound first: a live daemon on the socket stops us before we grab its hotkeys.
     async with (
         ControlServer(commands, control_socket) as control,
-        open_desktop(settings, on_trigger) as desktop,
+        open_desktop(settings, core.trigger) as desktop,
         SwappableCompleter(completer_factory, core.bus) as completer,
     ):
         core.backends = lambda: getattr(completer.current, "backends", None) or {}
+        core.desktop = desktop_kind()
         starting: list[asyncio.Task[None]] = []
-        pipeline, previewer = _desktop_path(core, desktop, completer, preview=preview)
-        pipelines.append(pipeline)
-        daemon_control = DaemonControl(settings, pipeline, on_trigger, desktop=desktop_kind())
-        install_builtins(commands, daemon_control)
-        core.install_commands(commands)
+        pipeline = _desktop_path(core, desktop, completer, preview=preview)
+        install_builtins(commands, core)
+        mqtt = MqttLink(core, completer)
 
-        async def apply(old: Settings, new: Settings) -> list[str]:
+        async def apply(old: Settings, new: Settings) -> list[AnyfillError]:
             engine_before = completer.current
             notes = await apply_settings(
-                core=core, desktop=desktop, completer=completer, pipeline=pipeline, old=old, new=new
+                core=core, desktop=desktop, completer=completer, mqtt=mqtt, old=old, new=new
             )
             if completer.current is not engine_before:
                 _start_managed_servers(completer.current, new, starting)
                 core.bus.publish(backends_ready(completer.current))
-            if previewer is not None:
-                previewer.apply(new)
-            daemon_control.settings = new  # `anyfill status` shows what is in force
             return notes
 
         path = core.config_path or default_config_path()
@@ -252,9 +277,7 @@ async def serve_core(
             lambda: "; ".join(reloader.rejected) if reloader.rejected else f"{path}: in force",
         )
         await control.start_serving()
-        bridge = start_mqtt(
-            settings, completer, on_trigger, bus=core.bus, current=lambda: core.settings
-        )
+        mqtt.start()
         async with ConfigWatcher(path, reloader.on_text):
             log.info(
                 "anyfill is running; backends in order: %s", ", ".join(settings.routing.default)
@@ -269,9 +292,8 @@ async def serve_core(
             try:
                 await first_set(stop, desktop.lost, build_failed)
             finally:
-                pipelines.clear()
-                await _stop(bridge)
-                core.attach(None, None)
+                core.attach(None, None)  # no press starts any more
+                await mqtt.stop()
                 await pipeline.aclose()
                 for task in starting:
                     task.cancel()
@@ -282,28 +304,27 @@ async def serve_core(
     log.info("anyfill stopped")
 
 
-def _desktop_path(
-    core: Core, desktop: Desktop, completer: Completer, *, preview: bool
-) -> tuple[Pipeline, PreviewController | None]:
+def _desktop_path(core: Core, desktop: Desktop, completer: Completer, *, preview: bool) -> Pipeline:
     """The pipeline (with the preview popup's controller when a window shows it), attached
-    to the core; what the desktop could not take is announced on the bus."""
-    settings = core.settings
+    to the core; what the desktop could not take is announced on the bus. Everything here
+    is built once and reads ``core.live``: a reload keeps what the strategies learned."""
+    live = core.live
     previewer = None
     if preview and desktop.preview_input is not None:
-        previewer = PreviewController(desktop, settings, core.bus)
+        previewer = PreviewController(desktop, live.get, core.bus)
     pipeline = Pipeline(
         desktop,
         completer,
-        settings,
-        capture_strategies(desktop, settings),
+        live.get,
+        capture_strategies(desktop, live.section("capture"), live.current),
         bus=core.bus,
         preview=previewer,
     )
     core.attach(pipeline, previewer)
-    for problem in desktop.problems:
+    for taken in desktop.problems:
         fix = "choose another combination in [hotkeys], or quit the program holding it"
-        core.bus.publish(Problem(f"hotkey_taken:{problem}", problem, fix))
-    return pipeline, previewer
+        core.bus.publish(Problem(f"hotkey_taken:{taken.hotkey}", str(taken), fix))
+    return pipeline
 
 
 def _build_backends_soon(
@@ -388,30 +409,41 @@ async def apply_settings(
     core: Core,
     desktop: Desktop,
     completer: SwappableCompleter,
-    pipeline: Pipeline,
+    mqtt: MqttLink | None = None,
     old: Settings,
     new: Settings,
-) -> list[str]:
-    """Put ``new`` in force while running; returns what could not be applied as written."""
-    notes: list[str] = []
+) -> list[AnyfillError]:
+    """Put ``new`` in force while running; returns what could not be applied as written.
+
+    Every part reads the settings in force (``core.live``), so only real work is done
+    here: a new engine, rebound hotkeys, the log set up again, the MQTT link restarted."""
+    notes: list[AnyfillError] = []
     # First what may fail (building clients): a failure then leaves the old settings whole.
     if (new.backends, new.routing, new.completion) != (old.backends, old.routing, old.completion):
         await completer.replace(new)  # requests in flight finish on the old backends
     if new.hotkeys != old.hotkeys and desktop.hotkeys is None:
         # e.g. Wayland's GlobalShortcuts portal: the desktop holds them, not anyfill.
-        notes = ["the hotkeys cannot change while anyfill runs here: restart it to use them"]
+        notes = [
+            RestartNeeded(
+                "hotkeys",
+                "the hotkeys cannot change while anyfill runs here: restart it to use them",
+            )
+        ]
         log.warning("%s", notes[0])
     elif new.hotkeys != old.hotkeys and desktop.hotkeys is not None:
-        notes = desktop.hotkeys.rebind(
-            bindings_from(new.hotkeys.complete, new.hotkeys.preview, new.hotkeys.cancel)
-        )
+        notes = [
+            *desktop.hotkeys.rebind(
+                bindings_from(new.hotkeys.complete, new.hotkeys.preview, new.hotkeys.cancel)
+            )
+        ]
         # The settings in force say which combinations are really grabbed.
         for action, hotkey in desktop.hotkeys.in_force().items():
             setattr(new.hotkeys, action, str(hotkey))
-    pipeline.apply(new, capture_strategies(desktop, new))
     if (new.logging, new.privacy.log_text) != (old.logging, old.privacy.log_text):
         configure_logging(new)
-    core.settings = new
+    core.settings = new  # every reader sees it from here on
+    if mqtt is not None:
+        await mqtt.apply(old, new)
     core.announce()
     return notes
 

@@ -10,11 +10,12 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
+
+from anyfill.daemon.version import version_string
 
 if TYPE_CHECKING:
     from anyfill.config.model import Settings
@@ -44,13 +45,6 @@ class CliState:
 
 
 pass_state = click.make_pass_decorator(CliState)
-
-
-def version_string() -> str:
-    try:
-        return metadata.version("anyfill")
-    except metadata.PackageNotFoundError:  # running from a tree that was never installed
-        return "0+unknown"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -88,7 +82,7 @@ def run(state: CliState, headless: bool) -> int:
         with single_instance():
             settings = state.settings()
             if sys.stdin.isatty():  # a first run in a terminal: ask before downloading a model
-                from anyfill.daemon.models.commands import offer_download
+                from anyfill.daemon.managed.model_commands import offer_download
 
                 offer_download(settings)
             return run_daemon(
@@ -397,7 +391,7 @@ def model() -> None:
 @pass_state
 def model_list(state: CliState) -> None:
     """The models anyfill offers, which are downloaded, and which one is in use."""
-    from anyfill.daemon.models.commands import list_models
+    from anyfill.daemon.managed.model_commands import list_models
 
     list_models(state.settings())
 
@@ -408,7 +402,7 @@ def model_list(state: CliState) -> None:
 @pass_state
 def model_pull(state: CliState, name: str | None, yes: bool) -> None:
     """Download NAME (default: the configured model); asks first, resumes, verifies."""
-    from anyfill.daemon.models.commands import pull_model
+    from anyfill.daemon.managed.model_commands import pull_model
 
     pull_model(state.settings(), name, yes=yes)
 
@@ -419,7 +413,7 @@ def model_pull(state: CliState, name: str | None, yes: bool) -> None:
 @pass_state
 def model_use(state: CliState, name_or_path: str, backend: str | None) -> None:
     """Make the managed llama-server run NAME (see 'model list') or a GGUF file at PATH."""
-    from anyfill.daemon.models.commands import use_model
+    from anyfill.daemon.managed.model_commands import use_model
 
     click.echo(use_model(state.resolved_config_path(), name_or_path, backend))
 
@@ -429,7 +423,7 @@ def model_use(state: CliState, name_or_path: str, backend: str | None) -> None:
 @pass_state
 def model_rm(state: CliState, name: str) -> None:
     """Delete a downloaded model (and any partial download of it)."""
-    from anyfill.daemon.models.commands import remove_model
+    from anyfill.daemon.managed.model_commands import remove_model
 
     click.echo(remove_model(state.settings(), name))
 

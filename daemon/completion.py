@@ -1,4 +1,5 @@
-"""The seams between capture, the request path and delivery.
+"""The seams between capture, the request path and delivery: the request types every
+layer may import (it imports nothing of anyfill but the context).
 
 ``Completer`` is what the desktop path, the CLI and MQTT call: context in, exact middle
 out. ``Dispatcher`` is the part of the request path that picks and drives backends
@@ -14,8 +15,47 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from anyfill.daemon.backends.base import FimPrompt, Plan, Usage
 from anyfill.daemon.context import Context
+
+PromptMode = Literal["native", "template", "chat"]
+
+
+@dataclass(frozen=True)
+class FimPrompt:
+    """One fill-in-the-middle question."""
+
+    prefix: str
+    suffix: str
+    max_tokens: int = 128
+    """Answer length limit; 0 (what the Engine sends unless asked) means each backend's
+    configured ``max_tokens``."""
+    temperature: float = 0.1
+    stop: tuple[str, ...] = ()
+    single_line: bool = False
+    language: str = ""
+    filename: str = ""
+    extra: tuple[tuple[str, str], ...] = ()
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a backend will ask for one prompt: what post-processing needs to know."""
+
+    mode: PromptMode
+    template: str = ""
+    """Template family name when ``mode == 'template'`` (or the server's, when known)."""
+    stop: tuple[str, ...] = ()
+    """Stop strings in force (template stops + the user's); the cleaner cuts at them too."""
+    note: str = ""
+    """Why this plan was chosen, when it was a fallback (e.g. '/infill answered 501')."""
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
 
 Priority = Literal["interactive", "prefetch", "batch"]
 

@@ -1,23 +1,29 @@
-"""The running daemon's command interface: what the tray (and the control socket) may ask.
+"""The running daemon's one command interface: what the tray, the control socket and MQTT
+may ask — trigger a press, act on the preview, cancel, pause and resume, read the status.
 
 Every method runs on the core's asyncio loop thread (the Qt side goes through
-``anyfill.ui.bridge``). Commands change the live settings the pipeline reads at each
-press, and announce the result as a :class:`DaemonStatus` on the bus.
+``anyfill.ui.bridge``). Commands change the live settings (``core.live``) that every part
+reads when it needs a value, and announce the result as a :class:`DaemonStatus` on the bus.
+The layers that offer these commands (``anyfill.daemon.control``, ``anyfill.daemon.mqtt``,
+``anyfill.ui``) import this module; it imports none of them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Mapping
-from functools import partial
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from anyfill.config.model import InsertMode, Settings
 from anyfill.daemon.bus import EventBus
-from anyfill.daemon.bus.status import DaemonStatus, ShowWindow
-from anyfill.daemon.control.commands import Commands
+from anyfill.daemon.bus.status import DaemonStatus, PressFinished, ShowWindow
+from anyfill.daemon.desktop.hotkeys import Action
+from anyfill.daemon.desktop.preview import PreviewCommand
 from anyfill.daemon.errors import ConfigError
+from anyfill.daemon.settings.live import LiveSettings
 
 if TYPE_CHECKING:
     from anyfill.daemon.backends.base import Backend
@@ -28,8 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("anyfill.core")
 
 INSERT_MODES: tuple[InsertMode, ...] = ("paste", "preview", "type")
-PreviewCommand = Literal["accept", "dismiss", "next", "previous"]
-PREVIEW_COMMANDS: tuple[PreviewCommand, ...] = ("accept", "dismiss", "next", "previous")
+State = Literal["paused", "working", "idle"]
 
 
 class PreviewPort(Protocol):
@@ -42,8 +47,11 @@ class Core:
     """Commands of the running daemon. ``pipeline`` and ``preview`` are attached once the
     desktop is open; before that (or without a desktop) only the switches work."""
 
-    def __init__(self, settings: Settings, bus: EventBus, config_path: Path | None = None) -> None:
-        self.settings = settings
+    def __init__(
+        self, settings: Settings | LiveSettings, bus: EventBus, config_path: Path | None = None
+    ) -> None:
+        self.live = settings if isinstance(settings, LiveSettings) else LiveSettings(settings)
+        """The settings in force; parts keep a reader of it, never a copy."""
         self.bus = bus
         self.config_path = config_path
         """The file watched for changes (``None``: the default path)."""
@@ -56,6 +64,17 @@ class Core:
         """What the front end reports about itself for ``anyfill status``."""
         self.backends: Callable[[], Mapping[str, Backend]] = dict
         """The backends of the engine in force (set by whoever builds the engine)."""
+        self.desktop = ""
+        """The desktop route in use (``x11``, ``wayland``), empty without a desktop."""
+        self.started = time.time()
+
+    @property
+    def settings(self) -> Settings:
+        return self.live.current
+
+    @settings.setter
+    def settings(self, new: Settings) -> None:
+        self.live.replace(new)
 
     def attach(self, pipeline: Pipeline | None, preview: PreviewPort | None) -> None:
         """The desktop path is up (or, with None, down); a pause chosen before holds."""
@@ -73,52 +92,20 @@ class Core:
         if self.pipeline is not None:
             self.pipeline.paused = value
 
-    def install_commands(self, commands: Commands) -> None:
-        """Control-socket commands that go through the core, so the tray hears of them."""
-        commands.register(
-            "pause",
-            lambda _: self._state(self.pause()),
-            replace=True,
-            summary="ignore hotkey presses until resume",
-        )
-        commands.register(
-            "resume",
-            lambda _: self._state(self.resume()),
-            replace=True,
-            summary="act on hotkey presses again",
-        )
-        if not self.ui:
-            return
-        commands.ui = self.ui
-        commands.add_status_section(self.ui, lambda: dict(self.ui_status))
-        commands.register(
-            "preview",
-            self._preview_control,
-            summary="accept, dismiss or cycle the visible preview: "
-            "{command: accept|dismiss|next|previous}",
-        )
-        for window in ("settings", "diagnostics"):
-            commands.register(
-                f"show-{window}",
-                partial(self._show, window),
-                summary=f"open the {window} window of the running anyfill",
-            )
-
-    def _state(self, status: DaemonStatus) -> dict[str, Any]:
-        busy = self.pipeline is not None and self.pipeline.busy
-        return {"state": "paused" if status.paused else "working" if busy else "idle"}
-
-    def _preview_control(self, args: dict[str, Any]) -> dict[str, Any]:
-        from anyfill.daemon.control.commands import require_choice
-
-        command = require_choice(args, "command", PREVIEW_COMMANDS)
-        return {"done": self.preview_command(command)}  # type: ignore[arg-type]
-
-    def _show(self, window: str, args: dict[str, Any]) -> dict[str, Any]:
-        self.bus.publish(ShowWindow(window))
-        return {"shown": window}
-
     # -- state ------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self.pipeline is not None and self.pipeline.busy
+
+    @property
+    def state(self) -> State:
+        return "paused" if self.paused else "working" if self.busy else "idle"
+
+    @property
+    def history(self) -> Sequence[PressFinished]:
+        """The last presses, oldest first (no captured text, only the completions)."""
+        return tuple(self.pipeline.history) if self.pipeline is not None else ()
 
     def status(self) -> DaemonStatus:
         enabled = tuple(b.name for b in self.settings.backends if b.enabled)
@@ -133,6 +120,10 @@ class Core:
         status = self.status()
         self.bus.publish(status)
         return status
+
+    def show_window(self, window: str) -> None:
+        """Ask the front end to open one of its windows (``settings``, ``diagnostics``)."""
+        self.bus.publish(ShowWindow(window))
 
     # -- switches ---------------------------------------------------------------------
 
@@ -193,7 +184,27 @@ class Core:
             raise ConfigError(f"no managed llama.cpp backend named {backend!r} (managed: {names})")
         return await managed[backend].download_model()
 
-    # -- the running completion -------------------------------------------------------
+    # -- presses ----------------------------------------------------------------------
+
+    def trigger(self, action: Action) -> None:
+        """A hotkey press: the hotkey source, the control socket and MQTT all call this, so
+        every press takes the same path (released keys, focus target, capture, guard)."""
+        if self.pipeline is not None:
+            self.pipeline.trigger(action)
+
+    async def press(self, action: Action, *, wait: bool = False) -> PressFinished | None:
+        """:meth:`trigger`; with ``wait``, the outcome of the press it started (None when it
+        started none). A caller that goes away does not cancel the press."""
+        pipeline = self.pipeline
+        before = pipeline.current if pipeline is not None else None
+        self.trigger(action)
+        task = pipeline.current if pipeline is not None else None
+        if not wait or action == "cancel" or task is None or task is before:
+            return None
+        await asyncio.wait([task])  # not `await task`: the caller's cancellation stays its own
+        if task.cancelled():
+            return PressFinished(action, "cancelled", "cancelled")
+        return task.result()
 
     def cancel(self) -> None:
         """Stop the running completion (and close its preview)."""

@@ -209,6 +209,28 @@ class DesktopUnavailable(AnyfillError):
     """The desktop cannot be driven: no display, or the OS refused the permissions."""
 
 
+class HotkeyTaken(DesktopUnavailable):
+    """Another program holds a combination anyfill was asked to grab. ``kept``: the
+    combination the action keeps instead (a reload that could not take the new one), empty
+    when the action is off; raised (not returned) when the complete hotkey is taken at
+    start, since the daemon cannot work without it."""
+
+    def __init__(self, hotkey: str, action: str, kept: str = "") -> None:
+        self.hotkey = hotkey
+        self.action = action
+        self.kept = kept
+        then = f"keeping {kept}" if kept else "it is disabled"
+        super().__init__(f"hotkey {hotkey} ({action}) is taken by another program; {then}")
+
+
+class RestartNeeded(AnyfillError):
+    """A setting that cannot change while anyfill runs here; ``key`` names it."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(message)
+
+
 class CaptureError(AnyfillError):
     pass
 

@@ -136,7 +136,7 @@ class TrayApp(QObject):
     def on_stopped(self, reason: str) -> None:
         if not reason:
             return
-        problem = problem_of_stop(reason)
+        problem = problem_of_stop(reason, self.bridge.stop_error)
         self.state.apply(problem)
         self.tray.refresh()
         self.notifier.problem(problem)

@@ -74,6 +74,8 @@ class CoreBridge(QObject):
         self._core: Core | None = None
         self._started = threading.Event()
         self._serving = False
+        self.stop_error: BaseException | None = None
+        """What the core raised when it stopped on an error (``stopped`` says it in words)."""
         self._deliver.connect(self._run_delivery)
 
     @property
@@ -119,6 +121,7 @@ class CoreBridge(QObject):
         except Exception as exc:  # noqa: BLE001 - the core ended on an error: the GUI says why
             log.error("the core stopped: %s", exc)
             message = str(exc) or type(exc).__name__
+            self.stop_error = exc
         finally:
             self._serving = False
             self._started.set()

@@ -44,7 +44,9 @@ class History:
         if not self.enabled or not event.middle or event.status not in _KEPT:
             return False
         self._entries.appendleft(
-            Entry(event.middle, event.app, event.at or time.time(), event.status, event.backend)
+            Entry(
+                event.middle, event.app, event.finished or time.time(), event.status, event.backend
+            )
         )
         return True
 

@@ -13,6 +13,7 @@ from PySide6.QtCore import QProcess
 from PySide6.QtWidgets import QSystemTrayIcon
 
 from anyfill.daemon.bus.status import Problem
+from anyfill.daemon.errors import HotkeyTaken
 from anyfill.daemon.scheduler.events import AttemptFinished
 
 log = logging.getLogger("anyfill.ui.notify")
@@ -50,10 +51,10 @@ def problem_of(
     return None
 
 
-def problem_of_stop(reason: str) -> Problem:
-    """Why the core could not run, as a problem with its fix."""
+def problem_of_stop(reason: str, error: BaseException | None = None) -> Problem:
+    """Why the core could not run (``error``: what it raised), as a problem with its fix."""
     lowered = reason.lower()
-    if "taken by another program" in lowered:
+    if isinstance(error, HotkeyTaken):
         return Problem("hotkey_taken", reason, "Choose another combination in [hotkeys].")
     if "display" in lowered:
         return Problem("no_display", reason, "Run anyfill inside your desktop session.")

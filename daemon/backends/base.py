@@ -15,31 +15,29 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import httpx
 
-from anyfill.config.model import BackendConfig
+from anyfill.config.model import BackendConfig, ModelsConfig
+from anyfill.daemon.completion import FimPrompt, Plan, PromptMode, Usage
 
-PromptMode = Literal["native", "template", "chat"]
+if TYPE_CHECKING:
+    from typing import Self
 
+    from anyfill.daemon.bus import EventBus
 
-@dataclass(frozen=True)
-class FimPrompt:
-    """One fill-in-the-middle question."""
-
-    prefix: str
-    suffix: str
-    max_tokens: int = 128
-    """Answer length limit; 0 (what the Engine sends unless asked) means each backend's
-    configured ``max_tokens``."""
-    temperature: float = 0.1
-    stop: tuple[str, ...] = ()
-    single_line: bool = False
-    language: str = ""
-    filename: str = ""
-    extra: tuple[tuple[str, str], ...] = ()
-    request_id: str = ""
+__all__ = [
+    "Backend",
+    "BackendContext",
+    "BatchResult",
+    "Capabilities",
+    "FimPrompt",
+    "Plan",
+    "PromptMode",
+    "StreamObserver",
+    "Usage",
+]
 
 
 @dataclass(frozen=True)
@@ -53,25 +51,6 @@ class Capabilities:
     prompt_list: bool = False
     """One request may carry several prompts (batching)."""
     streaming: bool = True
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How a backend will ask for one prompt: what post-processing needs to know."""
-
-    mode: PromptMode
-    template: str = ""
-    """Template family name when ``mode == 'template'`` (or the server's, when known)."""
-    stop: tuple[str, ...] = ()
-    """Stop strings in force (template stops + the user's); the cleaner cuts at them too."""
-    note: str = ""
-    """Why this plan was chosen, when it was a fallback (e.g. '/infill answered 501')."""
-
-
-@dataclass
-class Usage:
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
 
 
 class StreamObserver(Protocol):
@@ -98,8 +77,21 @@ class BatchResult:
     """How this prompt was asked, when it differs from the batch's (one request each)."""
 
 
+@dataclass(frozen=True)
+class BackendContext:
+    """What the daemon hands every backend it builds, besides its config, client and key.
+
+    Most backends need none of it; one that runs something of its own (the managed
+    llama-server) announces its state on ``bus`` and finds its model under ``models``.
+    """
+
+    bus: EventBus | None = None
+    models: ModelsConfig | None = None
+
+
 class Backend(abc.ABC):
-    """Base of every backend type; subclasses register under ``type_name``."""
+    """Base of every backend type; each type is found by its ``type_name`` through the
+    ``anyfill.backends`` entry points (:mod:`anyfill.daemon.backends.registry`)."""
 
     type_name: ClassVar[str]
     capabilities: ClassVar[Capabilities]
@@ -110,6 +102,17 @@ class Backend(abc.ABC):
         self.config = config
         self.client = client
         self.api_key = api_key
+
+    @classmethod
+    def create(
+        cls,
+        config: BackendConfig,
+        client: httpx.AsyncClient,
+        api_key: str | None = None,
+        context: BackendContext | None = None,
+    ) -> Self:
+        """Build the backend for ``config``; a type that needs the context overrides this."""
+        return cls(config, client, api_key)
 
     @property
     def name(self) -> str:

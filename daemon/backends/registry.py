@@ -1,56 +1,74 @@
-"""Config ``type`` -> backend class, and building a backend from its config."""
+"""Config ``type`` -> backend class, and building a backend from its config.
+
+Backend types are plugins: each is an entry point of the ``anyfill.backends`` group
+(``pyproject.toml`` declares the built-in ones), loaded by name when a config uses it, so
+this module imports no backend and no layer that owns one (the managed server, the MQTT
+pool). Every type builds itself through :meth:`Backend.create` with a
+:class:`BackendContext`; the registry knows no type by class.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
+from collections.abc import Iterator, Mapping
+from functools import cache
+from importlib import metadata
 
 import httpx
 
 from anyfill.config.model import BACKEND_TYPES, BackendConfig, ModelsConfig
-from anyfill.daemon.backends.anthropic import AnthropicBackend
-from anyfill.daemon.backends.base import Backend
-from anyfill.daemon.backends.gemini import GeminiBackend
-from anyfill.daemon.backends.llamacpp import LlamaCppBackend
-from anyfill.daemon.backends.mistral_fim import MistralFimBackend
-from anyfill.daemon.backends.ollama import OllamaBackend
-from anyfill.daemon.backends.openai_chat import OpenAIChatBackend
-from anyfill.daemon.backends.openai_completions import OpenAICompletionsBackend
+from anyfill.daemon.backends.base import Backend, BackendContext
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.errors import ConfigError
-from anyfill.daemon.managed.backend import ManagedLlamaCppBackend
-from anyfill.daemon.mqtt.pool_backend import MqttPoolBackend
 
-__all__ = ["BACKEND_CLASSES", "backend_class", "create_backend"]
+__all__ = ["BACKEND_CLASSES", "ENTRY_POINT_GROUP", "backend_class", "create_backend"]
 
-BACKEND_CLASSES: Mapping[str, type[Backend]] = MappingProxyType(
-    {
-        cls.type_name: cls
-        for cls in (
-            LlamaCppBackend,
-            ManagedLlamaCppBackend,
-            OllamaBackend,
-            OpenAICompletionsBackend,
-            MistralFimBackend,
-            OpenAIChatBackend,
-            AnthropicBackend,
-            GeminiBackend,
-            MqttPoolBackend,
-        )
-    }
-)
-
-assert set(BACKEND_CLASSES) == set(BACKEND_TYPES), "every config type needs a backend class"
+ENTRY_POINT_GROUP = "anyfill.backends"
 
 
+@cache
+def _entry_points() -> Mapping[str, metadata.EntryPoint]:
+    return {entry.name: entry for entry in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+@cache
 def backend_class(type_name: str) -> type[Backend]:
-    try:
-        return BACKEND_CLASSES[type_name]
-    except KeyError:
+    entry = _entry_points().get(type_name)
+    if entry is None:
+        if type_name in BACKEND_TYPES:  # a known type without its entry point: a stale install
+            raise ConfigError(
+                f"backend type {type_name!r} is not installed (no {ENTRY_POINT_GROUP!r} entry "
+                "point); reinstall anyfill (pip install -e . in a checkout)",
+                key="type",
+            )
         raise ConfigError(
             f"unknown backend type {type_name!r}; known types: {', '.join(BACKEND_TYPES)}",
             key="type",
-        ) from None
+        )
+    cls = entry.load()
+    if not (isinstance(cls, type) and issubclass(cls, Backend) and cls.type_name == type_name):
+        raise ConfigError(
+            f"entry point {entry.value!r} is not the Backend class of type {type_name!r}",
+            key="type",
+        )
+    return cls
+
+
+class _Classes(Mapping[str, type[Backend]]):
+    """Every backend type the config knows, each class loaded on first use."""
+
+    def __getitem__(self, type_name: str) -> type[Backend]:
+        if type_name not in BACKEND_TYPES:
+            raise KeyError(type_name)
+        return backend_class(type_name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(BACKEND_TYPES)
+
+    def __len__(self) -> int:
+        return len(BACKEND_TYPES)
+
+
+BACKEND_CLASSES: Mapping[str, type[Backend]] = _Classes()
 
 
 def create_backend(
@@ -63,7 +81,6 @@ def create_backend(
 ) -> Backend:
     """The backend for ``config``; a managed one publishes its server's state on ``bus``
     and finds its model with ``models``."""
-    cls = backend_class(config.type)
-    if cls is ManagedLlamaCppBackend:
-        return ManagedLlamaCppBackend(config, client, api_key, bus=bus, models=models)
-    return cls(config, client, api_key)
+    return backend_class(config.type).create(
+        config, client, api_key, BackendContext(bus=bus, models=models)
+    )

@@ -7,7 +7,9 @@ leaves the process (MQTT) must drop those fields unless ``privacy.mqtt_text`` is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
+from typing import Literal
 
 from anyfill.daemon.context import CaretRect, ScreenArea
 
@@ -40,22 +42,33 @@ class PressStarted:
         return "events/press/started"
 
 
+PressStatus = Literal[
+    "inserted", "sent", "clipboard", "kept", "empty", "skipped", "failed", "cancelled", "dismissed"
+]
+"""``inserted``: the text was read back in the document. ``sent``: it was pasted or
+typed but could not be checked (the completion stays in the history to paste by hand)."""
+
+
 @dataclass(frozen=True)
 class PressFinished:
-    """What became of one press (the history and the tray's working count)."""
+    """What became of one press: the pipeline's result (``Outcome``), the history the tray
+    shows, what the control socket reports, and the event on the bus, as one value."""
 
-    press_id: int
     action: str
-    status: str
+    status: PressStatus
     reason: str = ""
     app: str = ""
     middle: str | None = None
-    """The completion text: captured-text privacy rules apply (see the module doc)."""
+    """The completion, kept even when it was not inserted (focus moved); captured-text
+    privacy rules apply (see the module doc)."""
     method: str = ""
     ms: float = 0.0
+    capture: str = ""
+    """The strategy that read the text around the caret."""
     backend: str = ""
-    at: float = 0.0
+    finished: float = field(default_factory=time.time)
     """Wall-clock time (``time.time()``) the press ended."""
+    press_id: int = 0
 
     @property
     def topic(self) -> str:

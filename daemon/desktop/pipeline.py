@@ -14,12 +14,12 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Literal, TypeVar
+from dataclasses import replace
+from typing import TypeVar
 
 from anyfill.config.model import CaptureStrategy, Settings
 from anyfill.daemon.bus import EventBus
-from anyfill.daemon.bus.status import PressFinished, PressStarted
+from anyfill.daemon.bus.status import PressFinished, PressStarted, PressStatus
 from anyfill.daemon.completion import Completer, Completion, CompletionRequest
 from anyfill.daemon.desktop import apprules
 from anyfill.daemon.desktop.capture.base import Captured, ReadBack, Strategy, capture
@@ -30,15 +30,12 @@ from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Target
 from anyfill.daemon.desktop.preview import PreviewController
 from anyfill.daemon.errors import AnyfillError, FocusChanged, SecureField, error_text
 from anyfill.daemon.log import Private
+from anyfill.daemon.settings.live import Reader, reader
 
 log = logging.getLogger("anyfill.pipeline")
 
 T = TypeVar("T")
-Status = Literal[
-    "inserted", "sent", "clipboard", "kept", "empty", "skipped", "failed", "cancelled", "dismissed"
-]
-"""``inserted``: the text was read back in the document. ``sent``: it was pasted or
-typed but could not be checked (the completion stays in the history to paste by hand)."""
+Status = PressStatus
 VERIFY_CHARS = 200
 """The read-back must end with this much of the captured prefix plus the completion."""
 UNCHANGED = "the completion did not land: the text before the caret is unchanged"
@@ -46,23 +43,8 @@ INSERT_RETRIES = 1
 """A paste the read-back shows dropped, with the text unchanged, is sent once more."""
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """What became of one press; the history the tray shows and tests read in the log."""
-
-    action: Action
-    status: Status
-    reason: str = ""
-    app: str = ""
-    middle: str | None = None
-    """The completion, kept even when it was not inserted (focus moved)."""
-    method: str = ""
-    ms: float = 0.0
-    capture: str = ""
-    """The strategy that read the text around the caret."""
-    backend: str = ""
-    finished: float = field(default_factory=time.time)
-    """Wall-clock time (``time.time()``) the press ended."""
+Outcome = PressFinished
+"""What became of one press (the bus event itself: nothing is copied)."""
 
 
 class Pipeline:
@@ -70,7 +52,7 @@ class Pipeline:
         self,
         desktop: Desktop,
         completer: Completer,
-        settings: Settings,
+        settings: Settings | Reader[Settings],
         strategies: Mapping[CaptureStrategy, Strategy],
         *,
         bus: EventBus | None = None,
@@ -82,12 +64,14 @@ class Pipeline:
         """Shows the completion before it goes in; None (headless): insert directly."""
         self._presses = 0
         self._completer = completer
-        self._settings = settings
+        self._read_settings = reader(settings)
+        # Built once, reading the settings in force at each press: a reload keeps the
+        # capture timings and paste read counts they learned.
         self._strategies = strategies
-        self._inserter = Inserter(desktop, settings.insert)
+        self._inserter = Inserter(desktop, lambda: self._settings.insert)
         self._current: asyncio.Task[Outcome] | None = None
         self._request_id: str | None = None
-        self.history: deque[Outcome] = deque(maxlen=max(settings.ui.history_size, 1))
+        self.history: deque[Outcome] = deque(maxlen=self._history_size())
         self.paused = False
         """While paused, presses are ignored (cancel still works); the tray and the control
         socket's ``pause``/``resume`` set it."""
@@ -103,20 +87,12 @@ class Pipeline:
 
     @property
     def settings(self) -> Settings:
-        return self._settings
+        return self._read_settings()
 
-    def apply(
-        self,
-        settings: Settings,
-        strategies: Mapping[CaptureStrategy, Strategy],
-    ) -> None:
-        """New settings (capture, insert, app rules) from the next press on."""
-        self._settings = settings
-        self._strategies = strategies
-        self._inserter = Inserter(self._desktop, settings.insert)
-        size = max(settings.ui.history_size, 1)
-        if size != self.history.maxlen:
-            self.history = deque(self.history, maxlen=size)
+    _settings = settings
+
+    def _history_size(self) -> int:
+        return max(self._settings.ui.history_size, 1)
 
     def trigger(self, action: Action) -> None:
         """Called on the loop thread for each hotkey press."""
@@ -173,9 +149,11 @@ class Pipeline:
         return outcome
 
     def _record(self, outcome: Outcome, press: int = 0) -> None:
+        if self.history.maxlen != self._history_size():  # ui.history_size changed
+            self.history = deque(self.history, maxlen=self._history_size())
         self.history.append(outcome)
         if self._bus is not None:
-            self._bus.publish(finished_event(outcome, press))
+            self._bus.publish(replace(outcome, press_id=press))
         # dismissed: the user's own choice
         fine = outcome.status in ("inserted", "sent", "clipboard", "dismissed")
         level = logging.INFO if fine else logging.WARNING
@@ -369,21 +347,6 @@ async def _uninterrupted(step: Awaitable[T]) -> T:
         if not task.cancelled() and task.exception() is not None:
             log.warning("a step finished with an error while cancelling: %s", task.exception())
         raise
-
-
-def finished_event(outcome: Outcome, press: int) -> PressFinished:
-    return PressFinished(
-        press_id=press,
-        action=outcome.action,
-        status=outcome.status,
-        reason=outcome.reason,
-        app=outcome.app,
-        middle=outcome.middle,
-        method=outcome.method,
-        ms=outcome.ms,
-        backend=outcome.backend,
-        at=outcome.finished,
-    )
 
 
 def _ms(started: float) -> float:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from anyfill.daemon.errors import ClipboardUnreadable
+from anyfill.daemon.errors import ClipboardUnreadable, HotkeyTaken
 
 if TYPE_CHECKING:
     from anyfill.daemon.context import CaretRect, ScreenArea
@@ -231,9 +231,9 @@ class PreviewInput(Protocol):
 
 
 class HotkeyGrabs(Protocol):
-    def rebind(self, bindings: Mapping[Action, Hotkey]) -> list[str]:
+    def rebind(self, bindings: Mapping[Action, Hotkey]) -> list[HotkeyTaken]:
         """Take the changed combinations, release the old ones; a taken new combination
-        keeps the old one. Returns a sentence per combination that could not be taken."""
+        keeps the old one. Returns one error per combination that could not be taken."""
         ...
 
     def in_force(self) -> dict[Action, Hotkey]: ...
@@ -262,7 +262,7 @@ class Desktop:
     """Set when the connection to the display broke: the daemon cannot go on."""
     preview_input: PreviewInput | None = None
     """None where the platform cannot grab the popup keys (then no preview popup)."""
-    problems: list[str] = field(default_factory=list)
+    problems: list[HotkeyTaken] = field(default_factory=list)
     """What the user should fix that did not stop the desktop (a hotkey another program
     holds); the daemon announces each on the bus."""
     hotkeys: HotkeyGrabs | None = None

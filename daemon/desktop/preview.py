@@ -20,16 +20,21 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from anyfill.config.model import Settings
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import PreviewClosed, PreviewShown, PreviewText
 from anyfill.daemon.completion import Completer, Completion, CompletionRequest, new_request_id
 from anyfill.daemon.context import Context
-from anyfill.daemon.core import PreviewCommand
 from anyfill.daemon.desktop.hotkeys import Hotkey, parse_hotkey
 from anyfill.daemon.desktop.ports import Desktop, Target
 from anyfill.daemon.errors import AnyfillError, RequestDropped
+from anyfill.daemon.settings.live import Reader, reader
+
+PreviewCommand = Literal["accept", "dismiss", "next", "previous"]
+"""What the user (a popup key, the tray, ``anyfill preview``) may do to the visible preview."""
+PREVIEW_COMMANDS: tuple[PreviewCommand, ...] = ("accept", "dismiss", "next", "previous")
 
 log = logging.getLogger("anyfill.preview")
 
@@ -74,17 +79,20 @@ class _Session:
 class PreviewController:
     """Runs one preview at a time for the pipeline; :meth:`command` is the Core's entry."""
 
-    def __init__(self, desktop: Desktop, settings: Settings, bus: EventBus) -> None:
+    def __init__(
+        self, desktop: Desktop, settings: Settings | Reader[Settings], bus: EventBus
+    ) -> None:
         self._desktop = desktop
-        self._settings = settings
+        self._read_settings = reader(settings)
         self._bus = bus
         self._count = 0
         self._session: _Session | None = None
         self.last_reason = ""
 
-    def apply(self, settings: Settings) -> None:
-        """New settings (a reload): the next preview uses their keys and backend chain."""
-        self._settings = settings
+    @property
+    def _settings(self) -> Settings:
+        """The settings in force: the next preview uses their keys and backend chain."""
+        return self._read_settings()
 
     @property
     def visible(self) -> bool:

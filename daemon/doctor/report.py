@@ -84,7 +84,7 @@ def verdict_line(findings: list[Finding], code: int) -> Finding:
 
 
 def as_dict(findings: list[Finding], code: int) -> dict[str, Any]:
-    from anyfill.daemon.cli import version_string
+    from anyfill.daemon.version import version_string
 
     return {
         "version": version_string(),

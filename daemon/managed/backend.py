@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
 from anyfill.config.model import BackendConfig, ModelsConfig
-from anyfill.daemon.backends.base import BatchResult, FimPrompt, StreamObserver
+from anyfill.daemon.backends.base import BackendContext, BatchResult, FimPrompt, StreamObserver
 from anyfill.daemon.backends.common import closing_stream
 from anyfill.daemon.backends.llamacpp import LlamaCppBackend
 from anyfill.daemon.bus import EventBus
@@ -43,6 +43,17 @@ class ManagedLlamaCppBackend(LlamaCppBackend):
         super().__init__(config, client, api_key)
         self.supervisor = LlamaServerSupervisor(config, models, bus=bus, **supervisor_options)
         self.api_key = self.supervisor.api_key  # sent as a Bearer token by the llamacpp code
+
+    @classmethod
+    def create(
+        cls,
+        config: BackendConfig,
+        client: httpx.AsyncClient,
+        api_key: str | None = None,
+        context: BackendContext | None = None,
+    ) -> Self:
+        context = context or BackendContext()
+        return cls(config, client, api_key, bus=context.bus, models=context.models)
 
     def url(self, path: str) -> str:
         return f"{self.supervisor.url}{path}"

@@ -26,7 +26,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urljoin
@@ -34,6 +33,7 @@ from urllib.parse import quote, urljoin
 from anyfill.daemon.errors import AnyfillError
 from anyfill.daemon.models.catalog import CatalogModel, human_size
 from anyfill.daemon.models.store import part_path
+from anyfill.daemon.version import version_string
 
 if TYPE_CHECKING:
     import httpx
@@ -66,13 +66,6 @@ class FileInfo:
     commit: str | None
 
 
-def _version() -> str:
-    try:
-        return metadata.version("anyfill")
-    except metadata.PackageNotFoundError:
-        return "0"
-
-
 HUB = "https://huggingface.co"
 CHUNK = 1024 * 1024
 """Bytes written (and reported) at a time."""
@@ -84,7 +77,7 @@ REDIRECTS = 5
 def _headers() -> dict[str, str]:
     # identity: the size and the Range offsets are those of the file's bytes, not of a
     # compressed transfer.
-    agent = f"anyfill/{_version()}; python/{platform.python_version()}"
+    agent = f"anyfill/{version_string()}; python/{platform.python_version()}"
     return {"User-Agent": agent, "Accept-Encoding": "identity"}
 
 

@@ -97,10 +97,15 @@ class NodeBridge:
         self.connected = asyncio.Event()
 
     @property
+    def in_force(self) -> Settings:
+        """The settings in force now (a reload or the panel may have changed them); the
+        broker connection itself keeps the ones it was started with."""
+        return self._current_settings() if self._current_settings else self.settings
+
+    @property
     def with_text(self) -> bool:
-        """privacy.mqtt_text as in force now (the settings panel may change it)."""
-        settings = self._current_settings() if self._current_settings else self.settings
-        return settings.privacy.mqtt_text
+        """privacy.mqtt_text as in force now."""
+        return self.in_force.privacy.mqtt_text
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -359,7 +364,7 @@ class NodeBridge:
         )
 
     def _insert(self, request_id: str) -> dict[str, Any]:
-        if not self.settings.mqtt.allow_remote_insert:
+        if not self.in_force.mqtt.allow_remote_insert:  # switched off: refused at once
             return _failure(
                 request_id,
                 "refused",

@@ -8,7 +8,7 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from anyfill.daemon.desktop.hotkeys import Hotkey
-from anyfill.daemon.errors import DesktopUnavailable
+from anyfill.daemon.errors import HotkeyTaken
 from anyfill.daemon.x11.connection import XConnection
 from anyfill.daemon.x11.keyboard import X11Keys
 
@@ -40,7 +40,7 @@ class X11Hotkeys(Generic[A]):
         self._on_trigger = on_trigger
         self._announce = logging.INFO if announce else logging.DEBUG
         self._grabs: dict[tuple[int, int], A] = {}
-        self.refused: list[str] = []
+        self.refused: list[HotkeyTaken] = []
         """One message per combination another program holds (that action is off)."""
         self._relevant = 0
         self._lock_variants: list[int] = []
@@ -83,11 +83,11 @@ class X11Hotkeys(Generic[A]):
         self._masks = masks
         for action, hotkey in self._bindings.items():
             if not self._take(action, hotkey):
-                message = f"hotkey {hotkey} ({action}) is taken by another program"
+                taken = HotkeyTaken(str(hotkey), str(action))
                 if action == "complete":
-                    raise DesktopUnavailable(f"{message}; choose another in [hotkeys]")
-                log.warning("%s; it is disabled", message)
-                self.refused.append(message)
+                    raise taken
+                log.warning("%s", taken)
+                self.refused.append(taken)
         self._unsubscribe = [
             self._conn.on(X.KeyPress, self._on_press),
             self._conn.on(X.KeyRelease, self._on_release),
@@ -136,10 +136,10 @@ class X11Hotkeys(Generic[A]):
         log.log(self._announce, "hotkey %s: %s", hotkey, action)
         return True
 
-    def rebind(self, bindings: Mapping[A, Hotkey]) -> list[str]:
+    def rebind(self, bindings: Mapping[A, Hotkey]) -> list[HotkeyTaken]:
         """Grab the combinations that changed and release the old ones. A new combination
         another program holds is not taken: the old one stays, and the returned list says so."""
-        problems: list[str] = []
+        problems: list[HotkeyTaken] = []
         for action, hotkey in bindings.items():
             current = self._in_force.get(action)
             if current is not None and current[0] == hotkey:
@@ -151,13 +151,12 @@ class X11Hotkeys(Generic[A]):
                 del self._in_force[action]
             if self._take(action, hotkey):
                 continue
-            message = f"hotkey {hotkey} ({action}) is taken by another program"
+            kept = ""
             if current is not None and self._take(action, current[0]):
-                message += f"; keeping {current[0]}"
-            else:
-                message += "; it is disabled"
-            log.warning("%s", message)
-            problems.append(message)
+                kept = str(current[0])
+            taken = HotkeyTaken(str(hotkey), str(action), kept)
+            log.warning("%s", taken)
+            problems.append(taken)
         self._conn.flush()
         return problems
 

@@ -21,6 +21,7 @@ from anyfill.daemon.desktop.apprules import AppSettings
 from anyfill.daemon.desktop.capture.base import Captured, trimmed
 from anyfill.daemon.desktop.ports import Target
 from anyfill.daemon.errors import CaptureError, SecureField
+from anyfill.daemon.settings.live import Reader, reader
 
 log = logging.getLogger("anyfill.capture.atspi")
 
@@ -50,8 +51,13 @@ def load_atspi() -> tuple[Any, str]:
 class AccessibilityCapture:
     name: CaptureStrategy = "accessibility"
 
-    def __init__(self, config: CaptureConfig) -> None:
-        self._config = config
+    @property
+    def _config(self) -> CaptureConfig:
+        # Read at each use: the settings in force, while what was learned here stays.
+        return self._read_config()
+
+    def __init__(self, config: CaptureConfig | Reader[CaptureConfig]) -> None:
+        self._read_config = reader(config)
         self._atspi, self.unavailable = load_atspi()
         # libatspi is not thread-safe: every call goes through this one thread.
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="anyfill-atspi")

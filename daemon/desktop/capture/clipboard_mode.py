@@ -18,6 +18,7 @@ from anyfill.daemon.desktop.apprules import AppSettings
 from anyfill.daemon.desktop.capture.base import Captured, trimmed
 from anyfill.daemon.desktop.ports import Desktop, Target, Which
 from anyfill.daemon.errors import CaptureError
+from anyfill.daemon.settings.live import Reader, reader
 
 
 def split_marker(text: str, marker: str) -> tuple[str, str]:
@@ -31,9 +32,14 @@ def split_marker(text: str, marker: str) -> tuple[str, str]:
 class ClipboardCapture:
     name: CaptureStrategy = "clipboard"
 
-    def __init__(self, desktop: Desktop, config: CaptureConfig) -> None:
+    @property
+    def _config(self) -> CaptureConfig:
+        # Read at each use: the settings in force, while what was learned here stays.
+        return self._read_config()
+
+    def __init__(self, desktop: Desktop, config: CaptureConfig | Reader[CaptureConfig]) -> None:
         self._desktop = desktop
-        self._config = config
+        self._read_config = reader(config)
 
     async def capture(self, target: Target, app: AppSettings) -> Captured:
         clipboard, marker = self._desktop.clipboard, self._config.cursor_marker

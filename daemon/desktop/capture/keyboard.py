@@ -22,6 +22,7 @@ from anyfill.daemon.desktop.capture.late_claims import LateClaims
 from anyfill.daemon.desktop.capture.timings import AppTimings
 from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer, Target, Which
 from anyfill.daemon.errors import CaptureError
+from anyfill.daemon.settings.live import Reader, reader
 from anyfill.daemon.waiting import first_set
 
 log = logging.getLogger("anyfill.capture.keyboard")
@@ -57,11 +58,19 @@ SELECTIONS: tuple[Which, ...] = ("clipboard", "primary")
 class KeyboardCapture:
     name: CaptureStrategy = "keyboard"
 
+    @property
+    def _config(self) -> CaptureConfig:
+        # Read at each use: the settings in force, while what was learned here stays.
+        return self._read_config()
+
     def __init__(
-        self, desktop: Desktop, config: CaptureConfig, timings: AppTimings | None = None
+        self,
+        desktop: Desktop,
+        config: CaptureConfig | Reader[CaptureConfig],
+        timings: AppTimings | None = None,
     ) -> None:
         self._desktop = desktop
-        self._config = config
+        self._read_config = reader(config)
         self.timings = timings or AppTimings()
         self._late: LateClaims | None = None
         """The last capture's watch for late claims; the next capture waits for its end."""

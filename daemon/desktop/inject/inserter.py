@@ -13,6 +13,7 @@ from anyfill.daemon.desktop.inject.focus import ensure_focus, ensure_no_new_sele
 from anyfill.daemon.desktop.inject.paste import paste
 from anyfill.daemon.desktop.inject.policy import choose
 from anyfill.daemon.desktop.ports import Desktop, Target
+from anyfill.daemon.settings.live import Reader, reader
 
 log = logging.getLogger("anyfill.inject")
 
@@ -28,9 +29,14 @@ class Inserted:
 
 
 class Inserter:
-    def __init__(self, desktop: Desktop, config: InsertConfig) -> None:
+    @property
+    def _config(self) -> InsertConfig:
+        # Read at each use: the settings in force, while what was learned here stays.
+        return self._read_config()
+
+    def __init__(self, desktop: Desktop, config: InsertConfig | Reader[InsertConfig]) -> None:
         self._desktop = desktop
-        self._config = config
+        self._read_config = reader(config)
         self.timings = AppTimings()
         """How each app reads a paste, learned from the pastes so far."""
 

@@ -15,8 +15,8 @@ from anyfill.daemon.app import default_completer, load_backend_stack
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.completion import CompletionRequest
 from anyfill.daemon.context import Context
+from anyfill.daemon.engine.swappable import SwappableCompleter
 from anyfill.daemon.errors import ConfigError
-from anyfill.daemon.settings.reload import SwappableCompleter
 from tests.servers import LlamaCpp, Reply
 from tests.servers.fixtures import StartServer
 

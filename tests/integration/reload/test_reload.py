@@ -15,12 +15,12 @@ from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import Problem
 from anyfill.daemon.completion import CompletionRequest
 from anyfill.daemon.context import Context
+from anyfill.daemon.engine.swappable import SwappableCompleter
 from anyfill.daemon.settings.reload import (
     ConfigWatcher,
     Reloader,
     SettingsApplied,
     SettingsRejected,
-    SwappableCompleter,
 )
 from tests.servers import LlamaCpp, Reply
 from tests.servers.fixtures import StartServer

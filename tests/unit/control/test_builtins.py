@@ -15,10 +15,12 @@ from typing import Any
 import pytest
 
 from anyfill.config.model import Settings
-from anyfill.daemon.control.builtins import DaemonControl, install_builtins
+from anyfill.daemon.bus import EventBus
+from anyfill.daemon.control.builtins import install_builtins
 from anyfill.daemon.control.client import call
 from anyfill.daemon.control.commands import Commands
 from anyfill.daemon.control.server import ControlServer
+from anyfill.daemon.core import Core
 from anyfill.daemon.desktop.hotkeys import Action
 from anyfill.daemon.desktop.pipeline import Pipeline
 from anyfill.daemon.errors import CommandRefused
@@ -42,13 +44,18 @@ async def running(runtime: Path) -> AsyncIterator[Running]:
     completer = FakeCompleter(middle=SECRET_MIDDLE)
     pipeline, _, keys, _, _ = build(completer=completer)
     pressed: list[Action] = []
+    core = Core(Settings(), EventBus())
+    core.attach(pipeline, None)
+    core.desktop = "x11"
+    hotkey_callback = core.trigger
 
-    def on_trigger(action: Action) -> None:  # what the hotkey source calls
+    def on_trigger(action: Action) -> None:  # what the hotkey source calls: Core.trigger
         pressed.append(action)
-        pipeline.trigger(action)
+        hotkey_callback(action)
 
+    core.trigger = on_trigger  # type: ignore[method-assign]
     commands = Commands()
-    install_builtins(commands, DaemonControl(Settings(), pipeline, on_trigger, desktop="x11"))
+    install_builtins(commands, core)
     async with ControlServer(commands) as server:
         await server.start_serving()
         yield Running(pipeline, completer, keys, commands, pressed)

@@ -140,10 +140,8 @@ async def test_newer_press_supersedes_and_cancel_stops() -> None:
 async def test_password_field_stops_the_chain() -> None:
     keyboard = FixedCapture("keyboard")
     secure = FixedCapture("accessibility", error=SecureField("password field"))
-    desktop_settings = Settings()
-    desktop_settings.capture.strategies = ["accessibility", "keyboard"]
     pipeline, completer, _, _, _ = build(accessibility=secure, keyboard=keyboard)
-    pipeline._settings = desktop_settings
+    pipeline.settings.capture.strategies = ["accessibility", "keyboard"]
     await run(pipeline)
     assert pipeline.history[-1].status == "skipped"
     assert (keyboard.calls, completer.requests) == (0, [])

@@ -32,8 +32,8 @@ def test_the_look_follows_the_events_most_urgent_first() -> None:
     state.apply(PreviewShown(7, "Mousepad", None, "a", "b", False), 0)
     assert state.look(0) == "preview"
     state.apply(PreviewClosed(7, "accepted"), 0)
-    state.apply(PressFinished(1, "complete", "inserted", backend="local", ms=123.4), 0)
-    state.apply(PressFinished(2, "complete", "failed", "nothing listens"), 10)
+    state.apply(PressFinished("complete", "inserted", backend="local", ms=123.4, press_id=1), 0)
+    state.apply(PressFinished("complete", "failed", "nothing listens", press_id=2), 10)
     assert state.look(11) == "error"
     assert "nothing listens" in state.tooltip(11)
     assert state.look(10 + ERROR_SHOWN_S + 1) == "idle"
@@ -49,7 +49,7 @@ def test_the_tooltip_names_the_chain_latency_tokens_and_cost() -> None:
     state = TrayState()
     state.apply(DaemonStatus(False, "preview", ("local", "cloud")))
     state.apply(CooldownChanged("cloud", True, 5, "rate limited"))
-    state.apply(PressFinished(1, "complete", "inserted", backend="local", ms=87.0))
+    state.apply(PressFinished("complete", "inserted", backend="local", ms=87.0, press_id=1))
     assert not state.apply(metrics("cloud", 1500, 0.0123))  # tooltip only, no redraw
     tooltip = state.tooltip(0)
     assert "backends: local → cloud (cooling)" in tooltip
@@ -66,13 +66,19 @@ def test_a_problem_shows_as_an_error() -> None:
 
 def test_history_keeps_the_newest_first_and_only_completions() -> None:
     history = History(2)
-    assert not history.add(PressFinished(1, "complete", "failed", "x"))
-    assert not history.add(PressFinished(2, "complete", "empty"))
-    history.add(PressFinished(3, "complete", "inserted", app="Mousepad", middle="one", at=0))
-    history.add(PressFinished(4, "preview", "kept", app="Geany", middle="two\n  three", at=0))
-    history.add(PressFinished(5, "preview", "dismissed", app="xterm", middle="x" * 80, at=0))
+    assert not history.add(PressFinished("complete", "failed", "x", press_id=1))
+    assert not history.add(PressFinished("complete", "empty", press_id=2))
+    history.add(
+        PressFinished("complete", "inserted", app="Mousepad", middle="one", finished=0, press_id=3)
+    )
+    history.add(
+        PressFinished("preview", "kept", app="Geany", middle="two\n  three", finished=0, press_id=4)
+    )
+    history.add(
+        PressFinished("preview", "dismissed", app="xterm", middle="x" * 80, finished=0, press_id=5)
+    )
     entries = history.entries()
     assert [e.middle for e in entries] == ["x" * 80, "two\n  three"]
     assert entries[1].label().endswith("Geany — two ⏎ three (not inserted: focus moved)")
     assert len(entries[0].label().split(" — ", 1)[1]) < 80
-    assert History(0).add(PressFinished(6, "complete", "inserted", middle="z")) is False
+    assert History(0).add(PressFinished("complete", "inserted", middle="z", press_id=6)) is False

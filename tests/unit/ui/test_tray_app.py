@@ -16,6 +16,7 @@ from pytestqt.qtbot import QtBot
 from anyfill.config.model import Settings
 from anyfill.daemon.bus.status import PressFinished, PressStarted, ShowWindow
 from anyfill.daemon.core import Core
+from anyfill.daemon.errors import HotkeyTaken
 from anyfill.daemon.scheduler.events import AttemptFinished, CooldownChanged
 from anyfill.ui.app import NO_TRAY, TrayApp
 from anyfill.ui.bridge import CoreBridge
@@ -107,7 +108,14 @@ def test_events_redraw_the_state_and_recent_completions_copy_again(
     publish(lambda core: core.bus.publish(PressStarted(1, "complete"))).result(5)
     qtbot.waitUntil(lambda: tray_app.state.look() == "working")
     assert "1 in flight" in tray_app.tray.icon.toolTip()
-    done = PressFinished(1, "complete", "inserted", app="Mousepad", middle="big ", at=0.0)
+    done = PressFinished(
+        press_id=1,
+        action="complete",
+        status="inserted",
+        app="Mousepad",
+        middle="big ",
+        finished=0.0,
+    )
     publish(lambda core: core.bus.publish(done)).result(5)
     qtbot.waitUntil(lambda: tray_app.state.look() == "idle")
     tray_app.tray.rebuild_menu()
@@ -154,16 +162,18 @@ def test_the_config_file_item_hands_the_file_to_the_desktop(tray_app: TrayApp) -
 
 
 def test_the_core_commands_the_control_socket_shows(tray_app: TrayApp) -> None:
+    from anyfill.daemon.control.builtins import install_builtins
     from anyfill.daemon.control.commands import Commands
 
     commands = Commands()
-    tray_app.bridge.call(lambda core: core.install_commands(commands)).result(5)
+    tray_app.bridge.call(lambda core: install_builtins(commands, core)).result(5)
     assert commands.ui == "tray"
     assert {"show-settings", "show-diagnostics", "pause", "resume"} <= set(commands.summaries())
 
 
 def test_why_the_core_stopped_becomes_a_problem_with_a_fix() -> None:
-    taken = problem_of_stop("hotkey <ctrl>+<alt>+<space> (complete) is taken by another program")
+    error = HotkeyTaken("<ctrl>+<alt>+<space>", "complete")
+    taken = problem_of_stop(str(error), error)
     assert (taken.kind, taken.fix) == ("hotkey_taken", "Choose another combination in [hotkeys].")
     assert problem_of_stop("no X display: DISPLAY is not set").kind == "no_display"
     assert problem_of(AttemptFinished("r", "x", "ok"), {}) is None
@@ -206,7 +216,7 @@ def _first_completion_without_own_servers(tray: TrayApp, qtbot: QtBot) -> None:
         ]
     events += [
         AttemptFinished("r1", "managed", "ok", total_ms=30.0),
-        PressFinished(1, "complete", "inserted", app="Mousepad", middle="x", at=0.0),
+        PressFinished(press_id=1, action="complete", status="inserted", app="Mousepad", middle="x"),
     ]
     for event in events:
         tray.bridge.call(lambda core, e=event: core.bus.publish(e)).result(5)
