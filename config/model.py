@@ -498,7 +498,13 @@ class MqttConfig(Section):
     keepalive_s: int = Field(30, ge=5, le=3600)
     worker_pool: str = Field("", description="The pool 'anyfill worker' serves without --pool.")
     allow_remote_insert: bool = Field(
-        False, description="Let broker requests type into this desktop (needs authentication)."
+        False,
+        description="Let broker requests signed with the insert key type into this desktop.",
+    )
+    insert_key: str = Field(
+        "mqtt-insert",
+        description="Keyring entry holding the shared secret that insert requests are signed "
+        "with; ANYFILL_MQTT_INSERT_KEY is read when the keyring has none.",
     )
 
     @field_validator("url")

@@ -13,9 +13,11 @@ from anyfill.daemon.errors import ConfigError, NeedsKeyError
 KEYRING_SERVICE = "anyfill"
 
 BROKER_PASSWORD_ENV = "ANYFILL_MQTT_PASSWORD"
+INSERT_KEY_ENV = "ANYFILL_MQTT_INSERT_KEY"
 
 __all__ = [
     "BROKER_PASSWORD_ENV",
+    "INSERT_KEY_ENV",
     "KEYRING_SERVICE",
     "KeyStatus",
     "delete_api_key",
@@ -24,6 +26,7 @@ __all__ = [
     "move_api_key",
     "resolve_api_key",
     "resolve_broker_password",
+    "resolve_insert_key",
     "store_api_key",
 ]
 
@@ -162,11 +165,21 @@ def key_status(backend: BackendConfig, environ: Mapping[str, str] | None = None)
     return KeyStatus(bool(stored), env_var, env_set)
 
 
-def resolve_broker_password(key_name: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """The MQTT broker password: keyring entry ``key_name``, else ``ANYFILL_MQTT_PASSWORD``."""
+def _keyring_or_env(key_name: str, env_var: str, environ: Mapping[str, str] | None) -> str | None:
     environ = os.environ if environ is None else environ
     if key_name:
-        password = _keyring_get(key_name)
-        if password:
-            return password
-    return environ.get(BROKER_PASSWORD_ENV) or None
+        value = _keyring_get(key_name)
+        if value:
+            return value
+    return environ.get(env_var) or None
+
+
+def resolve_insert_key(key_name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The secret remote insert requests are signed with: keyring entry ``key_name``,
+    else ``ANYFILL_MQTT_INSERT_KEY``."""
+    return _keyring_or_env(key_name, INSERT_KEY_ENV, environ)
+
+
+def resolve_broker_password(key_name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The MQTT broker password: keyring entry ``key_name``, else ``ANYFILL_MQTT_PASSWORD``."""
+    return _keyring_or_env(key_name, BROKER_PASSWORD_ENV, environ)

@@ -131,8 +131,12 @@ def start_mqtt(
     ``current``: the settings in force (a reload changes ``privacy.mqtt_text``)."""
     if not settings.mqtt.enabled:
         return None
+    from anyfill.config.secrets import resolve_insert_key
     from anyfill.daemon.mqtt.connection import spec_from_config
     from anyfill.daemon.mqtt.node import NodeBridge
+
+    def insert_key() -> str | None:  # read when a request comes: set-key applies at once
+        return resolve_insert_key((current() if current else settings).mqtt.insert_key)
 
     def trigger_action(action: str) -> None:
         if trigger is not None and action in ("complete", "preview"):
@@ -152,6 +156,7 @@ def start_mqtt(
         trigger=trigger_action if trigger is not None else None,
         version=version_string(),
         current=current,
+        insert_key=insert_key,
     )
     return asyncio.get_running_loop().create_task(bridge.run(), name="mqtt-node")
 

@@ -482,11 +482,13 @@ def config_validate(state: CliState) -> None:
 )
 @pass_state
 def config_set_key(state: CliState, backend: str, from_stdin: bool) -> None:
-    """Store BACKEND's API key in the system keyring."""
+    """Store BACKEND's API key in the system keyring (or the broker password, mqtt.password_key,
+    or the remote insert key, mqtt.insert_key)."""
     from anyfill.config.secrets import store_api_key
 
     settings = state.settings()
     names = [b.name for b in settings.backends]
+    names += [name for name in (settings.mqtt.password_key, settings.mqtt.insert_key) if name]
     if backend not in names:
         raise click.BadParameter(
             f"no backend named '{backend}' (configured: {', '.join(names) or 'none'})",

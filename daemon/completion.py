@@ -94,11 +94,28 @@ class Completion:
     usage: Usage = field(default_factory=Usage)
 
 
+@dataclass(frozen=True)
+class Streamed:
+    """One piece of raw text as a backend streams it."""
+
+    chunk: str
+    restart: bool = False
+    """A fallback backend started over: the text before this chunk is void."""
+
+
+OnChunk = Callable[[Streamed], None]
+
+
 class Completer(Protocol):
     async def complete(
-        self, request: CompletionRequest, on_text: Callable[[str], None] | None = None
+        self,
+        request: CompletionRequest,
+        on_text: Callable[[str], None] | None = None,
+        *,
+        on_chunk: OnChunk | None = None,
     ) -> Completion:
-        """Answer ``request``; ``on_text`` sees the raw text so far, for live previews."""
+        """Answer ``request``; ``on_text`` sees the raw text so far (live previews),
+        ``on_chunk`` each piece as it comes (what a stream forwards: no text joined)."""
         ...
 
     async def cancel(self, request_id: str) -> bool:

@@ -22,6 +22,7 @@ __all__ = [
     "Private",
     "RedactingFilter",
     "log_dir",
+    "printable",
     "redact",
     "register_secret",
     "secret_header_values",
@@ -104,18 +105,35 @@ def redact(text: str) -> str:
     return text
 
 
+_UNPRINTABLE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
+    "\u2066-\u2069\ud800-\udfff]"
+)
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters, bidi overrides and lone surrogates escaped
+    (``\\x00``, ``\\u202e``, ``\\ud800``): a log line from the network can neither
+    fake another line (CR), drive a terminal (ESC), hide text (U+202E) nor fail to encode
+    (a lone surrogate makes the UTF-8 file handler print a traceback instead)."""
+    if text.isascii() and text.isprintable():
+        return text
+    return _UNPRINTABLE.sub(lambda found: ascii(found.group())[1:-1], text)
+
+
 class RedactingFilter(logging.Filter):
-    """Rewrites each record's message (and traceback text) with secrets masked."""
+    """Rewrites each record's message (and traceback text) with secrets masked and
+    unprintable characters escaped."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = redact(message)
+        cleaned = printable(redact(message))
         if cleaned != message or record.args:
             record.msg, record.args = cleaned, None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
-            record.exc_text = redact(record.exc_text)
+            record.exc_text = printable(redact(record.exc_text))
         return True
 
 

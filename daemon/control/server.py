@@ -5,7 +5,10 @@ on Linux each connection's peer credentials (``SO_PEERCRED``) are checked too, s
 process that can reach the file (root) is refused when it runs as another user. Each
 connection carries one request and gets one answer; bad input (not JSON, a line over
 :data:`~.protocol.MAX_LINE`, a silent client, an unknown command, a failing handler) gets an
-error answer or a closed connection and never stops the daemon.
+error answer or a closed connection and never stops the daemon. When
+:data:`MAX_CONNECTIONS` are open, a new one closes the oldest that has not sent its request
+yet (a real client sends it as it connects): silent connections can not lock ``anyfill
+status`` out. What a client sent is logged with its control characters escaped.
 
 Start-up is two steps so a second daemon is refused before it grabs the hotkeys: entering
 the context binds the socket (refusing when a live daemon answers on it, replacing a stale
@@ -31,6 +34,7 @@ from anyfill.daemon.control import protocol
 from anyfill.daemon.control.commands import CommandError, Commands
 from anyfill.daemon.control.instance import running_message
 from anyfill.daemon.errors import AlreadyRunning, ControlError
+from anyfill.daemon.log import printable
 
 log = logging.getLogger("anyfill.control")
 
@@ -58,6 +62,10 @@ class ControlServer:
         self._server: asyncio.Server | None = None
         self._inode: int | None = None
         self._connections: set[asyncio.Task[Any]] = set()
+        self._silent: dict[asyncio.Task[Any], asyncio.StreamReader] = {}
+        """Connections still waiting for their request line, oldest first."""
+        self._evicted: set[asyncio.Task[Any]] = set()
+        self.evicted = 0
 
     async def __aenter__(self) -> ControlServer:
         sock = self._bind()
@@ -164,6 +172,10 @@ class ControlServer:
             await writer.drain()
         except (ConnectionError, OSError) as exc:
             log.debug("control client went away: %s", exc)
+        except asyncio.CancelledError:
+            # Closing the server: end quietly. (Python 3.11's start_unix_server calls
+            # task.exception() on a cancelled handler and logs a traceback per connection.)
+            pass
         except Exception:  # the last line of defence: log, keep serving
             log.exception("the control connection failed")
         finally:
@@ -186,20 +198,49 @@ class ControlServer:
                 os.geteuid(),
             )
             return protocol.error(protocol.FORBIDDEN, "this daemon belongs to another user")
+        self._make_room()
         if len(self._connections) > self._max_connections:
             return protocol.error(protocol.FAILED, "too many control connections; try again")
+        task = asyncio.current_task()
+        if task is not None:
+            self._silent[task] = reader
         try:
             async with asyncio.timeout(self._read_timeout_s):
                 line = await reader.readline()
+            if task in self._evicted:
+                self._evicted.discard(task)
+                return protocol.error(
+                    protocol.TIMEOUT, "closed to make room: this connection sent no request"
+                )
         except TimeoutError:
             return protocol.error(protocol.TIMEOUT, "no request line arrived in time")
         except (ValueError, asyncio.LimitOverrunError):
             return protocol.error(
                 protocol.TOO_LONG, f"the request is longer than {protocol.MAX_LINE} bytes"
             )
+        finally:
+            if task is not None:
+                self._silent.pop(task, None)
         if not line.strip():
             return protocol.error(protocol.BAD_REQUEST, "empty request")
         return await self.answer(line)
+
+    def _make_room(self) -> None:
+        """Over the limit: close the oldest connections that have said nothing yet."""
+        while len(self._connections) > self._max_connections and self._silent:
+            oldest = next(iter(self._silent))
+            # Its read ends now (as if the client had closed); it answers and goes.
+            self._silent.pop(oldest).feed_eof()
+            self._evicted.add(oldest)
+            self._connections.discard(oldest)
+            self.evicted += 1
+            if self.evicted in (1, 10, 100) or self.evicted % 1000 == 0:
+                log.warning(
+                    "control socket: %d connection(s) that sent nothing were closed to make "
+                    "room (at most %d at once)",
+                    self.evicted,
+                    self._max_connections,
+                )
 
     async def answer(self, line: bytes) -> bytes:
         """The answer line to one request line (public for tests and in-process callers)."""
@@ -223,7 +264,7 @@ class ControlServer:
             return protocol.error(protocol.BAD_REQUEST, "'cmd' must be a command name")
         if not isinstance(args, dict):
             return protocol.error(protocol.BAD_REQUEST, "'args' must be a JSON object")
-        log.debug("control command %s", cmd)
+        log.debug("control command %s", printable(cmd))
         try:
             result = await self.commands.dispatch(cmd, args)
             encoded = protocol.ok(result)
@@ -231,7 +272,9 @@ class ControlServer:
             return protocol.error(exc.code, exc.message)
         except Exception as exc:
             log.exception("control command %r failed", cmd)
-            return protocol.error(protocol.INTERNAL, f"{cmd} failed: {type(exc).__name__}: {exc}")
+            return protocol.error(
+                protocol.INTERNAL, f"{cmd!r} failed: {type(exc).__name__}: {printable(str(exc))}"
+            )
         if len(encoded) > protocol.MAX_LINE:
             log.error(
                 "control command %r answered %d bytes; the limit is %d",

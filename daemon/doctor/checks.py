@@ -56,6 +56,8 @@ async def diagnose(
     findings += await _managed(settings, [b for b in enabled if b.type == "llamacpp-managed"])
     findings = _covered_by_managed(settings, findings)
     findings.append(await _broker(settings, environ))
+    if settings.mqtt.enabled and settings.mqtt.allow_remote_insert:
+        findings.append(_remote_insert(settings, environ))
     findings += [_routing(settings), _keyring()]
     from anyfill.daemon.wayland.session import is_wayland
 
@@ -229,6 +231,23 @@ async def _broker(settings: Settings, environ: Mapping[str, str]) -> Finding:
         "ok",
         "broker",
         f"{spec.url} (MQTT {spec.protocol}, {auth}) as node {mqtt.node} ({ms:.0f} ms)",
+    )
+
+
+def _remote_insert(settings: Settings, environ: Mapping[str, str]) -> Finding:
+    """``allow_remote_insert`` is on: only requests signed with the insert key type."""
+    from anyfill.config.secrets import INSERT_KEY_ENV, resolve_insert_key
+
+    name = settings.mqtt.insert_key
+    if resolve_insert_key(name, environ):
+        return Finding(
+            "ok", "remote insert", "on, for requests signed with the insert key (docs/mqtt.md)"
+        )
+    return Finding(
+        "warn",
+        "remote insert",
+        "on, but no insert key: every insert request is refused "
+        f"(anyfill config set-key {name or 'mqtt-insert'}, or {INSERT_KEY_ENV})",
     )
 
 

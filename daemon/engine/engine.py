@@ -31,7 +31,9 @@ from anyfill.daemon.completion import (
     CompletionRequest,
     Dispatcher,
     Finished,
+    OnChunk,
     Planned,
+    Streamed,
     Text,
 )
 from anyfill.daemon.errors import AnyfillError, ProtocolError, RequestDropped, Told
@@ -44,6 +46,11 @@ __all__ = ["DispatcherFactory", "Engine", "trim_context"]
 
 DispatcherFactory = Callable[[Mapping[str, Backend], Settings], Dispatcher]
 """Builds the dispatcher once the engine has built the backends (the scheduler's hook)."""
+
+MAX_ANSWER_CHARS = 1 << 19
+"""Longest raw answer taken (524,288 characters): 32,768 tokens (the most a request may
+ask for) of 16 characters each. A server that sends more is broken or hostile; its
+answer is refused instead of growing in memory."""
 
 #: A cut context starts at a line boundary when one is this close to the cut.
 _LINE_SNAP = 200
@@ -197,11 +204,17 @@ class Engine:
         )
 
     async def complete(
-        self, request: CompletionRequest, on_text: Callable[[str], None] | None = None
+        self,
+        request: CompletionRequest,
+        on_text: Callable[[str], None] | None = None,
+        *,
+        on_chunk: OnChunk | None = None,
     ) -> Completion:
         if request.id in self._running:
             raise RuntimeError(f"request {request.id} is already running")
-        task = asyncio.create_task(self._complete(request, on_text), name=f"complete-{request.id}")
+        task = asyncio.create_task(
+            self._complete(request, on_text, on_chunk), name=f"complete-{request.id}"
+        )
         self._running[request.id] = task
         bus = self.bus
         if bus is not None and bus.has_audience:
@@ -236,28 +249,47 @@ class Engine:
         return True
 
     async def _complete(
-        self, request: CompletionRequest, on_text: Callable[[str], None] | None
+        self,
+        request: CompletionRequest,
+        on_text: Callable[[str], None] | None,
+        on_chunk: OnChunk | None,
     ) -> Completion:
         prompt = self.prompt_for(request)
         started = time.monotonic()
         backend = ""
         plan: Plan | None = None
         raw: list[str] = []
+        size = 0
+        so_far = ""
+        restart = False
         first_token_ms: float | None = None
         usage = Usage()
         events = self.dispatcher.dispatch(request, prompt)
         async with closing_stream(events) as stream:
             async for event in stream:
                 if isinstance(event, Attempt):
+                    restart = restart or bool(raw)  # text was handed on: it is void now
                     backend, plan, raw, first_token_ms = event.backend, None, [], None
+                    size, so_far = 0, ""
                 elif isinstance(event, Planned):
                     plan = event.plan
                 elif isinstance(event, Text):
                     if first_token_ms is None:
                         first_token_ms = (time.monotonic() - started) * 1000
+                    size += len(event.chunk)
+                    if size > MAX_ANSWER_CHARS:
+                        raise ProtocolError(
+                            backend,
+                            f"backend '{backend}' sent more than {MAX_ANSWER_CHARS} characters; "
+                            "its answer was refused, nothing inserted",
+                        )
                     raw.append(event.chunk)
+                    if on_chunk is not None:
+                        on_chunk(Streamed(event.chunk, restart))
+                    restart = False
                     if on_text is not None:
-                        on_text("".join(raw))
+                        so_far += event.chunk  # only for a caller that shows the whole text
+                        on_text(so_far)
                 elif isinstance(event, Finished):
                     usage = event.usage
         if plan is None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from anyfill.config.model import Settings
 from anyfill.daemon.bus import EventBus
-from anyfill.daemon.completion import Completer, Completion, CompletionRequest
+from anyfill.daemon.completion import Completer, Completion, CompletionRequest, OnChunk
 
 log = logging.getLogger("anyfill.reload")
 
@@ -99,7 +99,11 @@ class SwappableCompleter:
         return len(self._owners)
 
     async def complete(
-        self, request: CompletionRequest, on_text: Callable[[str], None] | None = None
+        self,
+        request: CompletionRequest,
+        on_text: Callable[[str], None] | None = None,
+        *,
+        on_chunk: OnChunk | None = None,
     ) -> Completion:
         await self._started()
         slot = self._current
@@ -108,7 +112,9 @@ class SwappableCompleter:
         slot.running += 1
         self._owners[request.id] = slot
         try:
-            return await slot.completer.complete(request, on_text)
+            if on_chunk is None:  # a completer may take no chunks (the desktop's fakes)
+                return await slot.completer.complete(request, on_text)
+            return await slot.completer.complete(request, on_text, on_chunk=on_chunk)
         finally:
             self._owners.pop(request.id, None)
             slot.running -= 1

@@ -11,7 +11,9 @@
    evidence: the whole rest of the line, or enough characters);
 5. cut where the answer starts writing the lines that already follow the caret;
    drop a final line break that would make more blank lines than the document has;
-6. keep one round of a line or block that the answer repeats to its end (a runaway loop).
+6. keep one round of a line or block that the answer repeats to its end (a runaway loop);
+7. drop control characters (terminal escapes, NUL, bidi overrides, U+2028...) that the
+   document does not hold itself (``controls.strip_controls``).
 
 Every rule compares with the document exactly and fires only on unmistakable patterns, so
 an answer that is already clean comes back unchanged.
@@ -23,6 +25,7 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
+from anyfill.daemon.fim.controls import strip_controls
 from anyfill.daemon.fim.overlap import (
     trim_extra_newlines,
     trim_following_lines,
@@ -87,7 +90,7 @@ def clean(
     text = trim_suffix_echo(text, prefix, suffix)
     text = trim_following_lines(text, prefix, suffix)
     text = trim_extra_newlines(text, prefix, suffix)
-    return trim_repetition(text)
+    return strip_controls(trim_repetition(text), document)
 
 
 _ONE_LINE_STARTS = re.compile(r"[ \t]*(?:#|//|--\s|[-*>]\s|\d+[.)]\s)")

@@ -254,6 +254,9 @@ async def keep_connected(
             reason = str(error) or error.__class__.__name__
             on_state(False, reason)
             log.info("broker %s: %s; retrying", client.spec.url, reason)
+        except Exception as error:  # a bug in a session: log it, and keep the link alive
+            log.exception("broker %s: the session failed; reconnecting", client.spec.url)
+            on_state(False, f"internal error: {type(error).__name__}")
         await asyncio.sleep(wait(attempt))
         attempt += 1
 

@@ -14,10 +14,15 @@ Topics (``<prefix>/<node>/...``, see ``topics.NodeTopics``):
 - ``cancel``: ``{"id": ...}`` stops that request; its upstream HTTP stream closes.
 
 The API completes only. ``"insert": true`` (type into the desktop at the caret, as the
-hotkey does) is refused unless ``mqtt.allow_remote_insert`` is on and this daemon's own
-connection to the broker is authenticated (a broker that lets anyone publish cannot
-tell who asks). While the broker is unreachable the daemon completes as usual; the link
-reconnects with backoff and ``BrokerStatus`` on the bus tells the tray.
+hotkey does) is refused unless ``mqtt.allow_remote_insert`` is on, this daemon's own
+connection to the broker is authenticated, and the request is signed with the shared
+insert key (HMAC-SHA256 over the node, the id and the time, ``protocol.insert_signed``):
+a broker does not tell who published a message, and one that also lets anonymous
+clients in would let anyone type. Every message is read with bounded size and depth;
+a bad one costs one error reply or one log line, never the link.
+
+While the broker is unreachable the daemon completes as usual; the link reconnects
+with backoff and ``BrokerStatus`` on the bus tells the tray.
 """
 
 from __future__ import annotations
@@ -33,9 +38,10 @@ from typing import Any
 import aiomqtt
 
 from anyfill.config.model import Settings
+from anyfill.config.secrets import INSERT_KEY_ENV
 from anyfill.daemon.bus import BrokerStatus, EventBus, RequestEnded, RequestStarted
 from anyfill.daemon.bus.status import BackendsReady
-from anyfill.daemon.completion import Completer, CompletionRequest
+from anyfill.daemon.completion import Completer, CompletionRequest, Streamed
 from anyfill.daemon.context import Context
 from anyfill.daemon.errors import AnyfillError, Told
 from anyfill.daemon.mqtt.connection import (
@@ -45,14 +51,18 @@ from anyfill.daemon.mqtt.connection import (
     publish_properties,
     raise_if_cancelled,
 )
+from anyfill.daemon.mqtt.messages import Chunk, Final, UsageInfo
 from anyfill.daemon.mqtt.protocol import (
+    INSERT_SKEW_S,
     CancelRequest,
     NodeRequest,
     PayloadError,
     dumps,
     error_json,
+    insert_signed,
     parse,
     published,
+    topic_problem,
 )
 from anyfill.daemon.mqtt.topics import NodeTopics
 from anyfill.daemon.scheduler.events import AttemptFinished, CooldownChanged
@@ -75,6 +85,7 @@ class NodeBridge:
         trigger: Trigger | None = None,
         version: str = "",
         current: Callable[[], Settings] | None = None,
+        insert_key: Callable[[], str | None] | None = None,
     ) -> None:
         self.completer = completer
         self.settings = settings
@@ -95,6 +106,10 @@ class NodeBridge:
         self._tasks: set[asyncio.Task[None]] = set()
         self._since = time.time()
         self.connected = asyncio.Event()
+        self._insert_key = insert_key
+        """The shared secret insert requests are signed with (read when one arrives)."""
+        self._inserted: dict[str, float] = {}
+        """Signed insert requests already used, by id, with when: a replay is refused."""
 
     @property
     def in_force(self) -> Settings:
@@ -156,9 +171,12 @@ class NodeBridge:
                 if message.topic.value == self.topics.request:
                     task = asyncio.create_task(self._request(client, message, payload))
                     self._tasks.add(task)
-                    task.add_done_callback(self._tasks.discard)
+                    task.add_done_callback(self._request_done)
                 elif message.topic.value == self.topics.cancel:
-                    await self._cancel(payload)
+                    try:
+                        await self._cancel(payload)
+                    except Exception:  # one bad message costs a log line, not the link
+                        log.exception("a cancel from the broker failed")
                     raise_if_cancelled()
         except asyncio.CancelledError:
             # A clean stop: the broker sends the Will only for a connection that dies, so
@@ -167,6 +185,12 @@ class NodeBridge:
             with contextlib.suppress(aiomqtt.MqttError):
                 client.send(self.topics.status, self._offline(), qos=1, retain=True)
             raise
+
+    def _request_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            error = task.exception()
+            log.error("a request from the broker failed: %s", type(error).__name__, exc_info=error)
 
     def _offline(self) -> bytes:
         return dumps({"state": "offline", "node": self.settings.mqtt.node})
@@ -198,7 +222,9 @@ class NodeBridge:
         client = self._client
         if client is None or not self._connected:
             return  # live telemetry: while the broker is away it is simply not sent
-        with contextlib.suppress(aiomqtt.MqttError):
+        # ValueError: paho refuses a topic it cannot publish to (checked before, but a
+        # refused publish must never end the request's task with an unread exception)
+        with contextlib.suppress(aiomqtt.MqttError, ValueError):
             properties = publish_properties(**props) if self.spec.v5 else None
             client.send(topic, body, qos=1, retain=retain, properties=properties)
 
@@ -260,6 +286,9 @@ class NodeBridge:
 
     # -- the request API ---------------------------------------------------------------
 
+    def _reply(self, topic: str, message: Chunk | Final, correlation: bytes | None = None) -> None:
+        self._send(topic, message.to_bytes(), correlation=correlation)
+
     async def _cancel(self, payload: bytes) -> None:
         try:
             cancel = parse(CancelRequest, payload)
@@ -268,36 +297,56 @@ class NodeBridge:
             return
         await self.completer.cancel(_internal_id(cancel.id))
 
-    async def _request(
-        self, client: BrokerClient, message: aiomqtt.Message, payload: bytes
-    ) -> None:
-        properties = message.properties
+    def _parse_request(
+        self, properties: Any, payload: bytes, correlation: bytes | None
+    ) -> tuple[NodeRequest, str, str] | None:
+        """The request, its id and where its replies go; None when it was answered with
+        an error already (a bad payload, a reply topic no one can publish to)."""
         reply_topic = getattr(properties, "ResponseTopic", None) if properties else None
-        correlation = getattr(properties, "CorrelationData", None) if properties else None
-
-        def reply(topic: str, body: dict[str, Any]) -> None:
-            self._send(topic, dumps(body), correlation=correlation)
-
+        fallback = self.topics.response
+        if isinstance(reply_topic, str) and topic_problem(reply_topic) is None:
+            fallback = reply_topic
         try:
             request = parse(NodeRequest, payload)
         except PayloadError as error:
             log.info("a request from the broker was refused: %s", error)
-            reply(
-                reply_topic or self.topics.response,
-                _failure(error.request_id, "bad_request", str(error)),
-            )
-            return
-        topic = reply_topic or request.response_topic or self.topics.response
+            failure = Final.failure(error.request_id, "bad_request", str(error))
+            self._reply(fallback, failure, correlation)
+            return None
         request_id = request.id or uuid.uuid4().hex
+        topic = reply_topic or request.response_topic or self.topics.response
+        problem = topic_problem(topic)
+        if problem is not None:
+            # Publishing there would cost the connection (U+0000) or raise (wildcards):
+            # the error goes to the node's own response topic instead.
+            log.info("request %r refused: %s", request_id, problem)
+            failure = Final.failure(request_id, "bad_request", problem)
+            self._reply(self.topics.response, failure, correlation)
+            return None
+        return request, request_id, topic
+
+    async def _request(
+        self, client: BrokerClient, message: aiomqtt.Message, payload: bytes
+    ) -> None:
+        properties = message.properties
+        correlation = getattr(properties, "CorrelationData", None) if properties else None
+        if not isinstance(correlation, bytes):
+            correlation = None
+        answered = self._parse_request(properties, payload, correlation)
+        if answered is None:
+            return
+        request, request_id, topic = answered
+
+        def reply(body: Chunk | Final) -> None:
+            self._reply(topic, body, correlation)
+
         if request.insert:
-            reply(topic, self._insert(request_id))
+            reply(self._insert(request, request_id))
             return
         internal = _internal_id(request_id)
         if internal in self._running:
-            reply(
-                topic,
-                _failure(request_id, "bad_request", f"request {request_id} is already running"),
-            )
+            running = f"request {request_id} is already running"
+            reply(Final.failure(request_id, "bad_request", running))
             return
         options = request.options
         completion = CompletionRequest(
@@ -315,85 +364,87 @@ class NodeBridge:
             max_tokens=options.max_tokens,
             single_line=options.single_line,
         )
-        sent = ""
         seq = 0
 
-        def on_text(text: str) -> None:
-            nonlocal sent, seq
-            body: dict[str, Any] = {"id": request_id, "type": "chunk", "seq": seq}
-            if text.startswith(sent):
-                body["text"] = text[len(sent) :]
-            else:  # another backend took over: its text replaces what was sent
-                body["text"], body["replace"] = text, True
-            sent = text
+        def on_chunk(piece: Streamed) -> None:
+            nonlocal seq
+            restart = True if piece.restart else None  # another backend took over
+            reply(Chunk(id=request_id, seq=seq, text=piece.chunk, replace=restart))
             seq += 1
-            reply(topic, body)
 
         current = asyncio.current_task()
         assert current is not None
         self._running[internal] = current
         try:
-            done = await self.completer.complete(completion, on_text)
+            done = await self.completer.complete(completion, on_chunk=on_chunk)
         except AnyfillError as error:
-            failed = error_json(error, with_text=self.with_text)
-            body = {"id": request_id, "type": "final", "ok": False, "error": failed}
-            reply(topic, body)
+            reply(Final.failed(request_id, error_json(error, with_text=self.with_text)))
             return
         except Exception as error:  # a bug must answer the client, not stop the daemon
             log.exception("request %s failed", request_id)
             said = published(Told.of(error, named=True), with_text=self.with_text)
-            reply(topic, _failure(request_id, "internal", said))
+            reply(Final.failure(request_id, "internal", said))
             return
         finally:
             self._running.pop(internal, None)
         reply(
-            topic,
-            {
-                "id": request_id,
-                "type": "final",
-                "ok": True,
-                "middle": done.middle,
-                "backend": done.backend,
-                "ms": round(done.ms, 2),
-                "first_token_ms": done.first_token_ms,
-                "usage": {
-                    "prompt_tokens": done.usage.prompt_tokens,
-                    "completion_tokens": done.usage.completion_tokens,
-                },
-            },
+            Final(
+                id=request_id,
+                ok=True,
+                middle=done.middle,
+                backend=done.backend,
+                ms=round(done.ms, 2),
+                first_token_ms=done.first_token_ms,
+                usage=UsageInfo.of(done.usage),
+            )
         )
 
-    def _insert(self, request_id: str) -> dict[str, Any]:
-        if not self.in_force.mqtt.allow_remote_insert:  # switched off: refused at once
-            return _failure(
+    def _insert(self, request: NodeRequest, request_id: str) -> Final:
+        """Type at the caret, only for a request signed with this node's insert key: the
+        broker does not say who published a message, and one that also lets anonymous
+        clients in would let anyone type here."""
+        settings = self.in_force  # switched off: refused at once
+        if not settings.mqtt.allow_remote_insert:
+            return Final.failure(
                 request_id,
                 "refused",
                 "typing into the desktop from the broker is off (mqtt.allow_remote_insert)",
             )
         if not self.spec.authenticated:
-            return _failure(
+            return Final.failure(
                 request_id,
                 "refused",
                 "typing into the desktop needs an authenticated broker connection "
                 "(mqtt.username with a password, or a TLS client certificate)",
             )
+        key = self._insert_key() if self._insert_key is not None else None
+        if not key:
+            return Final.failure(
+                request_id,
+                "refused",
+                "typing into the desktop needs the shared insert key "
+                f"(anyfill config set-key {settings.mqtt.insert_key or 'mqtt-insert'}, "
+                f"or {INSERT_KEY_ENV})",
+            )
+        now = time.time()
+        wrong = insert_signed(key, self.topics.base, request, now)
+        if wrong is None and request_id in self._inserted:
+            wrong = "this signed insert request was used already (a replay)"
+        if wrong is not None:
+            log.warning("a remote insert request was refused: %s", wrong)
+            return Final.failure(request_id, "refused", wrong)
+        self._inserted[request_id] = now
+        for seen, at in list(self._inserted.items()):  # a replay outside the skew fails anyway
+            if now - at > 2 * INSERT_SKEW_S:
+                del self._inserted[seen]
         if self.trigger is None:
-            return _failure(request_id, "refused", "this process has no desktop to type into")
+            return Final.failure(request_id, "refused", "this process has no desktop to type into")
         self.trigger("complete")
-        return {"id": request_id, "type": "final", "ok": True, "inserted": "requested"}
+        return Final(id=request_id, ok=True, inserted="requested")
 
 
 def _internal_id(request_id: str) -> str:
     return f"mqtt-{request_id}"
-
-
-def _failure(request_id: str | None, kind: str, message: str) -> dict[str, Any]:
-    return {
-        "id": request_id,
-        "type": "final",
-        "ok": False,
-        "error": {"kind": kind, "message": message},
-    }
 
 
 __all__ = ["NodeBridge"]

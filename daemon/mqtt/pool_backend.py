@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from anyfill.config.model import BackendConfig
-from anyfill.daemon.backends.base import Backend, Capabilities, FimPrompt, StreamObserver, Usage
+from anyfill.daemon.backends.base import Backend, Capabilities, FimPrompt, StreamObserver
 from anyfill.daemon.errors import BackendTimeout, BackendUnavailable, ProtocolError
 
 _NO_WORKER = 0x10
@@ -81,25 +81,15 @@ class MqttPoolBackend(Backend):
         import aiomqtt
 
         from anyfill.daemon.mqtt.connection import publish_properties
-        from anyfill.daemon.mqtt.protocol import dumps, error_from_json, plan_from_json
+        from anyfill.daemon.mqtt.messages import Chunk, Final
+        from anyfill.daemon.mqtt.pool_link import Gone, Malformed
+        from anyfill.daemon.mqtt.protocol import CancelRequest, PoolRequest, error_from_json
 
         client = await self._connected()
         link = self.link
         deadline_s = self.config.timeouts.first_token_s
         request_id = uuid.uuid4().hex
-        body = {
-            "id": request_id,
-            "prefix": prompt.prefix,
-            "suffix": prompt.suffix,
-            "max_tokens": prompt.max_tokens,
-            "temperature": prompt.temperature,
-            "stop": list(prompt.stop),
-            "single_line": prompt.single_line,
-            "language": prompt.language,
-            "filename": prompt.filename,
-            "extra": [list(pair) for pair in prompt.extra],
-            "deadline_ms": max(1, int(deadline_s * 1000)),
-        }
+        body = PoolRequest.of(request_id, prompt, max(1, int(deadline_s * 1000))).to_bytes()
         properties = publish_properties(
             response_topic=link.reply_topic,
             correlation=request_id.encode(),
@@ -110,7 +100,7 @@ class MqttPoolBackend(Backend):
         try:
             try:
                 code = await client.publish_acked(
-                    self.topics.request, dumps(body), properties=properties, wait_s=deadline_s
+                    self.topics.request, body, properties=properties, wait_s=deadline_s
                 )
             except aiomqtt.MqttError as exc:
                 raise BackendUnavailable(self.name, f"'{self.name}': {exc}") from exc
@@ -133,43 +123,36 @@ class MqttPoolBackend(Backend):
                         self.name,
                         f"no answer from pool '{self.config.pool}' within {waited:.1f} s",
                     ) from None
-                kind = message.get("type")
-                if kind == "gone":
+                if isinstance(message, Gone):
                     raise BackendUnavailable(
                         self.name,
                         f"the worker serving '{self.name}' left mid-request "
                         f"({link.reason or 'gone'})",
                     )
-                if "plan" in message and not planned and observer is not None:
-                    try:
-                        observer.on_plan(plan_from_json(message["plan"]))
-                    except ValueError as exc:
-                        raise ProtocolError(self.name, f"'{self.name}': {exc}") from None
+                if isinstance(message, Malformed):
+                    raise ProtocolError(self.name, f"'{self.name}': {message.reason}")
+                if message.plan is not None and not planned and observer is not None:
+                    observer.on_plan(message.plan.plan())
                     planned = True
-                if kind == "chunk":
-                    text = message.get("text")
-                    if isinstance(text, str) and text:
-                        yield text
-                elif kind == "final":
-                    if message.get("ok") is True:
-                        finished = True
-                        usage = message.get("usage") or {}
-                        if observer is not None and isinstance(usage, dict):
-                            observer.on_usage(
-                                Usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
-                            )
-                        return
-                    finished = True
-                    raise error_from_json(self.name, message.get("error"))
-                else:
-                    raise ProtocolError(self.name, f"'{self.name}' sent a reply of type {kind!r}")
+                if isinstance(message, Chunk):
+                    if message.text:
+                        yield message.text
+                    continue
+                final: Final = message
+                finished = True
+                if not final.ok:
+                    raise error_from_json(self.name, final.error)
+                if observer is not None and final.usage is not None:
+                    observer.on_usage(final.usage.usage())
+                return
         finally:
             link.close(request_id)
             if not finished and link.connected.is_set():
                 # The user no longer wants it (superseded, cancelled, timed out): stop the
                 # worker's upstream stream too. Best effort: the reply is ignored anyway.
                 with contextlib.suppress(aiomqtt.MqttError):
-                    client.send(self.topics.cancel, dumps({"id": request_id}), qos=1)
+                    cancel = CancelRequest(id=request_id).model_dump_json().encode()
+                    client.send(self.topics.cancel, cancel, qos=1)
 
     async def health(self) -> None:
         await self._connected()

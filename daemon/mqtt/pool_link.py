@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import uuid
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
 import aiomqtt
 
@@ -26,12 +25,27 @@ from anyfill.daemon.mqtt.connection import (
     keep_connected,
     raise_if_cancelled,
 )
+from anyfill.daemon.mqtt.messages import Chunk, Final, Presence, read_presence, read_reply
+from anyfill.daemon.mqtt.protocol import PayloadError
 from anyfill.daemon.mqtt.topics import PoolTopics
 
 log = logging.getLogger("anyfill.mqtt.pool")
 
-GONE: dict[str, Any] = {"type": "gone"}
-"""Put in a request's queue when its worker left the pool."""
+
+@dataclass(frozen=True)
+class Gone:
+    """Put in a request's queue when its worker left the pool (or the link went down)."""
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """Put in a request's queue when a reply for it could not be read."""
+
+    reason: str
+
+
+GONE = Gone()
+Incoming = Chunk | Final | Gone | Malformed
 
 
 class PoolLink:
@@ -45,11 +59,13 @@ class PoolLink:
         self.spec = BrokerSpec(**{**spec.__dict__, "client_id": client_id})
         self.topics = topics
         self.reply_topic = topics.reply(client_id)
-        self.pending: dict[str, asyncio.Queue[dict[str, Any]]] = {}
+        self.pending: dict[str, asyncio.Queue[Incoming]] = {}
         self.served_by: dict[str, str] = {}
-        self.workers: dict[str, dict[str, Any]] = {}
+        self.workers: dict[str, Presence] = {}
         self.late_replies = 0
         """Replies that came for a request nobody waits for any more (dropped)."""
+        self.unreadable = 0
+        """Messages that could not be read (logged and dropped)."""
         self.connected = asyncio.Event()
         self.reason = "not connected yet"
         self.client: BrokerClient | None = None
@@ -90,36 +106,44 @@ class PoolLink:
         async for message in client.messages:
             topic = message.topic.value
             payload = message.payload if isinstance(message.payload, bytes) else b""
-            if topic == self.reply_topic:
-                self._reply(message, payload)
-            elif message.topic.matches(self.topics.workers):
-                self._presence(topic.rsplit("/", 1)[-1], payload)
+            try:
+                if topic == self.reply_topic:
+                    self._reply(message, payload)
+                elif message.topic.matches(self.topics.workers):
+                    self._presence(topic.rsplit("/", 1)[-1], payload)
+            except Exception:  # one message costs a log line, never the link
+                self.unreadable += 1
+                log.exception("pool %s: a message on %r was dropped", self.topics.pool, topic)
 
     def _reply(self, message: aiomqtt.Message, payload: bytes) -> None:
-        try:
-            data = json.loads(payload)
-        except ValueError:
-            log.warning("pool %s: a reply that is not JSON was dropped", self.topics.pool)
-            return
-        if not isinstance(data, dict):
-            return
         correlation = getattr(message.properties, "CorrelationData", None)
-        request_id = correlation.decode() if correlation else str(data.get("id", ""))
-        queue = self.pending.get(request_id)
-        if queue is None:
+        request_id: str | None = None
+        if isinstance(correlation, bytes):
+            with contextlib.suppress(UnicodeDecodeError):
+                request_id = correlation.decode("ascii")  # ours are hex: anything else is not
+        reply: Incoming
+        try:
+            read = read_reply(payload)
+        except PayloadError as error:
+            self.unreadable += 1
+            log.warning("pool %s: an unreadable reply was dropped: %s", self.topics.pool, error)
+            reply = Malformed(str(error))
+        else:
+            reply = read
+            if request_id is None and correlation is None:
+                request_id = read.id
+        queue = self.pending.get(request_id) if request_id is not None else None
+        if request_id is None or queue is None:
             self.late_replies += 1  # finished, given up or never ours: never answered twice
             return
-        worker = data.get("worker")
+        worker = getattr(reply, "worker", None)
         if isinstance(worker, str) and request_id not in self.served_by:
             self.served_by[request_id] = worker
-        queue.put_nowait(data)
+        queue.put_nowait(reply)
 
     def _presence(self, worker: str, payload: bytes) -> None:
-        info: dict[str, Any] | None = None
-        with contextlib.suppress(ValueError):
-            parsed = json.loads(payload) if payload else None
-            info = parsed if isinstance(parsed, dict) else None
-        if info is not None and info.get("state") == "online":
+        info = read_presence(payload)
+        if info is not None:
             self.workers[worker] = info
             return
         self.workers.pop(worker, None)
@@ -128,8 +152,8 @@ class PoolLink:
             if serving == worker and queue is not None:
                 queue.put_nowait(GONE)
 
-    def open(self, request_id: str) -> asyncio.Queue[dict[str, Any]]:
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    def open(self, request_id: str) -> asyncio.Queue[Incoming]:
+        queue: asyncio.Queue[Incoming] = asyncio.Queue()
         self.pending[request_id] = queue
         return queue
 
@@ -138,4 +162,4 @@ class PoolLink:
         self.served_by.pop(request_id, None)
 
 
-__all__ = ["GONE", "PoolLink"]
+__all__ = ["GONE", "Gone", "Incoming", "Malformed", "PoolLink"]

@@ -21,8 +21,8 @@ from anyfill.daemon.desktop.capture.accessibility import (
     load_atspi,
 )
 from anyfill.daemon.desktop.ports import Target
+from anyfill.daemon.desktop.process import process_name
 from anyfill.daemon.errors import InsertError, SecureField
-from anyfill.daemon.wayland.compositor import process_name
 
 log = logging.getLogger("anyfill.wayland.atspi")
 

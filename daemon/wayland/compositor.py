@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from anyfill.daemon.desktop.ports import Target
+from anyfill.daemon.desktop.process import process_name
 from anyfill.daemon.wayland.session import compositor, runtime_dir
 
 log = logging.getLogger("anyfill.wayland.compositor")
@@ -135,12 +136,3 @@ def _read_exact(sock: socket.socket, size: int) -> bytes:
             raise OSError("the compositor closed the IPC socket")
         data += chunk
     return bytes(data)
-
-
-def process_name(pid: object) -> str:
-    if not isinstance(pid, int) or pid <= 0:
-        return ""
-    try:
-        return Path(f"/proc/{pid}/comm").read_text(encoding="utf-8").strip()
-    except OSError:
-        return ""

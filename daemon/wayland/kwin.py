@@ -36,7 +36,7 @@ from dbus_fast.aio import MessageBus
 
 from anyfill.daemon.context import ScreenArea
 from anyfill.daemon.desktop.ports import Target
-from anyfill.daemon.wayland.compositor import process_name
+from anyfill.daemon.desktop.process import process_name
 
 log = logging.getLogger("anyfill.wayland.kwin")
 

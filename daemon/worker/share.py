@@ -19,6 +19,9 @@ from anyfill.daemon.scheduler.clock import Clock, TimerHandle
 
 log = logging.getLogger("anyfill.worker")
 
+_NAMED = 8
+"""Members named in the log line when the share changes (the rest are counted)."""
+
 
 class PoolShare:
     def __init__(
@@ -73,7 +76,10 @@ class PoolShare:
             self._set(count)
 
     def _set(self, count: int) -> None:
-        log.info("pool share: 1/%d of each limit (%s)", count, ", ".join(sorted(self.members)))
+        names = sorted(self.members)
+        shown = ", ".join(name[:64] for name in names[:_NAMED])
+        more = f" and {len(names) - _NAMED} more" if len(names) > _NAMED else ""
+        log.info("pool share: 1/%d of each limit (%s%s)", count, shown, more)
         self.enforced = count
         self._apply(count)
 

@@ -12,24 +12,29 @@ is dropped unanswered, as is one still queued at its deadline; the answer stream
 request's Response Topic with its Correlation Data: raw chunks, then one final message
 with the plan and usage, or the error. A cancel on ``<prefix>/fim/<pool>/cancel`` stops
 the request and closes the upstream HTTP stream.
+
+Presence: the worker's retained announcement carries a Message Expiry of
+``PRESENCE_TTL_S`` and is published again every ``HEARTBEAT_S``; a presence without an
+expiry, or with a longer one, is not counted (a retained message that nobody refreshes,
+as a thousand fakes published once would be, must not shrink the real workers' share),
+and a member whose presence was not refreshed in time counts no more. Every message is
+read with bounds; a bad one costs a log line, never the link.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
 
 import aiomqtt
 
 from anyfill.config.model import Settings
-from anyfill.daemon.backends.base import Backend, FimPrompt, Plan, Usage
+from anyfill.daemon.backends.base import Backend, Plan, Usage
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.completion import CompletionRequest, Finished, Planned, Text
 from anyfill.daemon.context import Context
@@ -41,15 +46,13 @@ from anyfill.daemon.mqtt.connection import (
     keep_connected,
     raise_if_cancelled,
 )
+from anyfill.daemon.mqtt.messages import Chunk, Final, PlanInfo, Presence, UsageInfo, read_presence
 from anyfill.daemon.mqtt.protocol import (
     CancelRequest,
     PayloadError,
     PoolRequest,
-    dumps,
     error_json,
     parse,
-    plan_json,
-    usage_json,
 )
 from anyfill.daemon.mqtt.topics import PoolTopics
 from anyfill.daemon.scheduler import Scheduler
@@ -60,6 +63,10 @@ log = logging.getLogger("anyfill.worker")
 
 ALL_PRIORITIES = frozenset({"interactive", "prefetch", "batch"})
 _SEEN_MAX = 20_000
+PRESENCE_TTL_S = 60
+"""A presence's Message Expiry: the broker forgets a worker that stopped refreshing it."""
+HEARTBEAT_S = 20.0
+"""How often a worker publishes its presence again (three chances within its expiry)."""
 
 
 class Worker:
@@ -91,6 +98,9 @@ class Worker:
         self.answered = 0
         self.dropped = 0
         self._seen: OrderedDict[str, None] = OrderedDict()
+        self._fresh_until: dict[str, float] = {}
+        """Other members: until when their last presence counts (``time.monotonic()``)."""
+        self.ignored_presences = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._client: BrokerClient | None = None
 
@@ -156,22 +166,19 @@ class Worker:
         assert self.share is not None
         await client.subscribe(self.topics.workers, qos=1)
         await client.subscribe(self.topics.cancel, qos=1)
-        presence = {
-            "state": "online",
-            "worker": self.worker_id,
-            "since": time.time(),
-            "backends": list(self.settings.routing.default),
-        }
-        await client.publish(
-            self.topics.worker(self.worker_id), dumps(presence), qos=1, retain=True
-        )
+        await self._announce(client, wait=True)
         raise_if_cancelled()
         joined = asyncio.create_task(self._join(client), name="worker-join")
+        beating = asyncio.create_task(self._heartbeat(client), name="worker-heartbeat")
         try:
             async for message in client.messages:
-                self._route(client, message)
+                try:
+                    self._route(client, message)
+                except Exception:  # one message costs a log line, never the link
+                    log.exception("a message on %r was dropped", message.topic.value)
         finally:
             joined.cancel()
+            beating.cancel()
             # Our requests' replies cannot go out on this connection any more; the
             # desktops time out and fall back.
             for task in list(self._tasks):
@@ -179,6 +186,60 @@ class Worker:
             if self._client is client:
                 with contextlib.suppress(aiomqtt.MqttError):
                     client.send(self.topics.worker(self.worker_id), b"", qos=1, retain=True)
+
+    async def _announce(self, client: BrokerClient, *, wait: bool = False) -> None:
+        from anyfill.daemon.mqtt.connection import publish_properties
+
+        presence = Presence(
+            state="online",
+            worker=self.worker_id,
+            since=time.time(),
+            backends=list(self.settings.routing.default),
+        ).to_bytes()
+        topic = self.topics.worker(self.worker_id)
+        properties = publish_properties(expiry_s=PRESENCE_TTL_S) if self.spec.v5 else None
+        if wait:
+            await client.publish(topic, presence, qos=1, retain=True, properties=properties)
+        else:
+            client.send(topic, presence, qos=1, retain=True, properties=properties)
+
+    async def _heartbeat(self, client: BrokerClient) -> None:
+        """Refresh our presence; forget members whose presence nobody refreshed."""
+        assert self.share is not None
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            with contextlib.suppress(aiomqtt.MqttError):
+                await self._announce(client)
+            now = time.monotonic()
+            for worker, until in list(self._fresh_until.items()):
+                if until < now:
+                    del self._fresh_until[worker]
+                    log.info("worker %s did not refresh its presence: not counted", worker)
+                    self.share.offline(worker)
+
+    def _presence(self, worker: str, message: aiomqtt.Message, payload: bytes) -> None:
+        assert self.share is not None
+        if worker == self.worker_id:
+            return
+        presence = read_presence(payload)
+        if presence is None:
+            self._fresh_until.pop(worker, None)
+            self.share.offline(worker)
+            return
+        expiry = getattr(message.properties, "MessageExpiryInterval", None)
+        if not isinstance(expiry, int) or not 0 < expiry <= PRESENCE_TTL_S:
+            self.ignored_presences += 1
+            if self.ignored_presences in (1, 10, 100, 1000) or self.ignored_presences % 10000 == 0:
+                log.warning(
+                    "pool %s: %d presence(s) without a short expiry not counted (an old "
+                    "anyfill, or not a worker), latest %r",
+                    self.pool,
+                    self.ignored_presences,
+                    worker[:64],
+                )
+            return
+        self._fresh_until[worker] = time.monotonic() + expiry
+        self.share.online(worker)
 
     async def _join(self, client: BrokerClient) -> None:
         assert self.share is not None
@@ -197,15 +258,7 @@ class Worker:
         payload = message.payload if isinstance(message.payload, bytes) else b""
         topic = message.topic
         if topic.matches(self.topics.workers):
-            worker = topic.value.rsplit("/", 1)[-1]
-            online = False
-            with contextlib.suppress(ValueError):
-                data = json.loads(payload) if payload else None
-                online = isinstance(data, dict) and data.get("state") == "online"
-            if online:
-                self.share.online(worker)
-            else:
-                self.share.offline(worker)
+            self._presence(topic.value.rsplit("/", 1)[-1], message, payload)
         elif topic.value == self.topics.cancel:
             try:
                 cancel = parse(CancelRequest, payload)
@@ -216,40 +269,42 @@ class Worker:
         elif topic.value == self.topics.request:
             task = asyncio.create_task(self._serve(client, message, payload))
             self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(self._served)
+
+    def _served(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            error = task.exception()
+            log.error("a pool request failed: %s", type(error).__name__, exc_info=error)
 
     async def _serve(  # noqa: PLR0915 - one request's life reads best in one place
         self, client: BrokerClient, message: aiomqtt.Message, payload: bytes
     ) -> None:
+        from anyfill.daemon.mqtt.connection import publish_properties
+        from anyfill.daemon.mqtt.protocol import topic_problem
+
         properties = message.properties
         reply_to = getattr(properties, "ResponseTopic", None)
         correlation = getattr(properties, "CorrelationData", None)
-        if not reply_to:
-            log.warning("pool request without a Response Topic ignored")
+        if not isinstance(reply_to, str) or topic_problem(reply_to) is not None:
+            log.warning("pool request without a usable Response Topic ignored")
             return
+        sent_with = publish_properties(
+            correlation=correlation if isinstance(correlation, bytes) else None
+        )
 
-        def reply(body: dict[str, Any]) -> None:
-            from anyfill.daemon.mqtt.connection import publish_properties
+        def reply(body: Chunk | Final) -> None:
+            with contextlib.suppress(aiomqtt.MqttError, ValueError):
+                client.send(reply_to, body.to_bytes(), qos=1, properties=sent_with)
 
-            body["worker"] = self.worker_id
-            with contextlib.suppress(aiomqtt.MqttError):
-                client.send(
-                    reply_to,
-                    dumps(body),
-                    qos=1,
-                    properties=publish_properties(correlation=correlation),
-                )
-
+        me = self.worker_id
         try:
             request = parse(PoolRequest, payload)
         except PayloadError as error:
             reply(
-                {
-                    "id": error.request_id,
-                    "type": "final",
-                    "ok": False,
-                    "error": {"kind": "bad_request", "message": str(error)},
-                }
+                Final.failure(error.request_id, "bad_request", str(error)).model_copy(
+                    update={"worker": me}
+                )
             )
             return
         if request.id in self._seen:
@@ -275,18 +330,7 @@ class Worker:
             priority=request.priority,
             deadline=deadline,
         )
-        prompt = FimPrompt(
-            prefix=request.prefix,
-            suffix=request.suffix,
-            max_tokens=request.max_tokens,
-            temperature=request.temperature,
-            stop=tuple(request.stop),
-            single_line=request.single_line,
-            language=request.language,
-            filename=request.filename,
-            extra=tuple(request.extra),
-            request_id=request.id,
-        )
+        prompt = request.prompt()
         assert self.scheduler is not None
         plan: Plan | None = None
         plan_sent = False
@@ -298,12 +342,10 @@ class Worker:
                     if isinstance(event, Planned):
                         plan = event.plan
                     elif isinstance(event, Text):
-                        chunk: dict[str, Any] = {"id": request.id, "type": "chunk"}
-                        chunk["text"] = event.chunk
+                        first_plan = None
                         if plan is not None and not plan_sent:
-                            chunk["plan"] = plan_json(plan)
-                            plan_sent = True
-                        reply(chunk)
+                            first_plan, plan_sent = PlanInfo.of(plan), True
+                        reply(Chunk(id=request.id, text=event.chunk, plan=first_plan, worker=me))
                     elif isinstance(event, Finished):
                         usage = event.usage
         except RequestDropped as dropped:
@@ -315,14 +357,18 @@ class Worker:
             failed = error_json(
                 error, with_text=self.settings.privacy.mqtt_text, for_worker_link=True
             )
-            reply({"id": request.id, "type": "final", "ok": False, "error": failed})
+            reply(Final.failed(request.id, failed).model_copy(update={"worker": me}))
             self.answered += 1
             return
-        final: dict[str, Any] = {"id": request.id, "type": "final", "ok": True}
-        final["usage"] = usage_json(usage)
-        if plan is not None:
-            final["plan"] = plan_json(plan)
-        reply(final)
+        reply(
+            Final(
+                id=request.id,
+                ok=True,
+                usage=UsageInfo.of(usage),
+                plan=PlanInfo.of(plan) if plan is not None else None,
+                worker=me,
+            )
+        )
         self.answered += 1
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 from anyfill.daemon.desktop.ports import Target
+from anyfill.daemon.desktop.process import process_name
 from anyfill.daemon.x11.connection import XConnection
 
 log = logging.getLogger("anyfill.x11.windows")
@@ -64,19 +64,10 @@ class X11Windows:
             window_id=int(window.id),
             app=wm_class[1],
             instance=wm_class[0],
-            process=_process_name(pid),
+            process=process_name(pid),
             title=title,
             pid=pid,
         )
 
     def is_password_field(self, target: Target) -> bool | None:
         return None  # X11 itself cannot tell; the accessibility strategy can
-
-
-def _process_name(pid: int | None) -> str:
-    if pid is None:
-        return ""
-    try:
-        return Path(f"/proc/{pid}/comm").read_text(encoding="utf-8").strip()
-    except OSError:
-        return ""

@@ -55,8 +55,14 @@ class Broker:
     @classmethod
     @contextlib.contextmanager
     def start(
-        cls, users: Mapping[str, str] | None = None, acl: str | None = None, tls: bool = False
+        cls,
+        users: Mapping[str, str] | None = None,
+        acl: str | None = None,
+        tls: bool = False,
+        *,
+        anonymous: bool = False,
     ) -> Iterator[Broker]:
+        """``anonymous`` with ``users``: password accounts, and anyone else let in too."""
         assert MOSQUITTO is not None, SKIP_REASON
         workdir = Path(tempfile.mkdtemp(prefix="anyfill-mqtt-"))
         port = free_port()
@@ -76,7 +82,7 @@ class Broker:
                     capture_output=True,
                 )
             passwords.chmod(0o600)
-            lines += ["allow_anonymous false", f"password_file {passwords}"]
+            lines += [f"allow_anonymous {str(anonymous).lower()}", f"password_file {passwords}"]
         else:
             lines.append("allow_anonymous true")
         if acl is not None:
@@ -147,6 +153,7 @@ class Received:
     retain: bool
     correlation: bytes | None
     expiry: int | None
+    response_topic: str | None = None
 
     def json(self) -> Any:
         return json.loads(self.payload)
@@ -188,8 +195,9 @@ class Probe:
         props = message.properties
         correlation = getattr(props, "CorrelationData", None) if props else None
         expiry = getattr(props, "MessageExpiryInterval", None) if props else None
+        reply_to = getattr(props, "ResponseTopic", None) if props else None
         self.inbox.put(
-            Received(message.topic, message.payload, message.retain, correlation, expiry)
+            Received(message.topic, message.payload, message.retain, correlation, expiry, reply_to)
         )
 
     def __enter__(self) -> Probe:
@@ -220,6 +228,7 @@ class Probe:
         response_topic: str | None = None,
         correlation: bytes | None = None,
         expiry: int | None = None,
+        retain: bool = False,
     ) -> int:
         props = None
         if self.v5 and (response_topic or correlation is not None or expiry is not None):
@@ -230,7 +239,7 @@ class Probe:
                 props.CorrelationData = correlation
             if expiry is not None:
                 props.MessageExpiryInterval = expiry
-        info = self.client.publish(topic, payload, qos=1, properties=props)
+        info = self.client.publish(topic, payload, qos=1, retain=retain, properties=props)
         info.wait_for_publish(5)
         return int(info.mid)
 

@@ -1,6 +1,7 @@
-"""Fixtures for the broker tests: each test module starts its own mosquitto (a config it
-writes, a free loopback port) and, where a daemon is needed, its own Xvfb and
-``anyfill run --headless`` process."""
+"""Fixtures for the broker tests: each test starts its own mosquitto (a config it writes, a
+free loopback port; modules that need another broker or one per module override
+``broker``) and, where a daemon is needed, its own Xvfb and ``anyfill run --headless``
+process; ``gpu`` is a loopback llama.cpp a worker asks."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.servers.mosquitto import MOSQUITTO, SKIP_REASON
+from tests.servers.http import LoopbackServer
+from tests.servers.llamacpp import LlamaCpp
+from tests.servers.mosquitto import MOSQUITTO, SKIP_REASON, Broker
+from tests.servers.script import Reply
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -28,3 +32,16 @@ def _release_mqtt_clients() -> Iterator[None]:
     process's sockets (tests/integration/scheduler/test_soak.py)."""
     yield
     gc.collect()
+
+
+@pytest.fixture
+def broker() -> Iterator[Broker]:
+    with Broker.start() as running:
+        yield running
+
+
+@pytest.fixture
+def gpu() -> Iterator[tuple[LlamaCpp, LoopbackServer]]:
+    responder = LlamaCpp(default=Reply(text="return a + b"))
+    with LoopbackServer.in_thread(responder) as server:
+        yield responder, server

@@ -14,6 +14,7 @@ from anyfill.daemon.completion import CompletionRequest
 from anyfill.daemon.context import Context
 from anyfill.daemon.engine.engine import Engine
 from anyfill.daemon.mqtt.connection import spec_from_config
+from anyfill.daemon.mqtt.messages import Chunk, Final, read_reply
 from anyfill.daemon.mqtt.node import NodeBridge
 from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
@@ -140,3 +141,52 @@ async def test_over_tls_the_broker_is_checked_against_the_given_ca(server: Loopb
         with pytest.raises((aiomqtt.MqttError, OSError), match=r"(?i)certificate"):
             async with BrokerClient(untrusted):
                 pass
+
+
+async def test_the_node_forwards_each_chunk_and_marks_where_a_fallback_starts_over() -> None:
+    """The engine hands the node each piece as it streams (no text joined and diffed back);
+    the first piece of a fallback backend says ``replace``."""
+    breaking = LlamaCpp(default=Reply(chunks=["ret", "urn", " x", " y"], drop_after=2))
+    steady = LlamaCpp(default=Reply(chunks=["return", " b"], chunk_delay_s=0.02))
+    with (
+        LoopbackServer.in_thread(breaking) as first,
+        LoopbackServer.in_thread(steady) as second,
+        Broker.start() as broker,
+        Probe(broker.port) as probe,
+    ):
+        settings = Settings.model_validate(
+            {
+                "backends": [
+                    {"name": "first", "type": "llamacpp", "url": first.url},
+                    {"name": "second", "type": "llamacpp", "url": second.url},
+                ],
+                "routing": {"default": ["first", "second"]},
+                "mqtt": {"enabled": True, "url": broker.url, "node": "desk"},
+            }
+        )
+        async with Engine(settings) as engine:
+            bridge = NodeBridge(engine, settings, spec_from_config(settings.mqtt, environ={}))
+            task = asyncio.create_task(bridge.run())
+            await asyncio.wait_for(bridge.connected.wait(), 10)
+            await asyncio.to_thread(probe.subscribe, "fb/replies")
+            body = '{"id": "fb", "prefix": "def f():\\n    ", "suffix": "\\n"}'
+            await asyncio.to_thread(
+                probe.publish, "anyfill/desk/request", body, response_topic="fb/replies"
+            )
+            replies = await asyncio.to_thread(
+                probe.until, lambda m: m.json()["type"] == "final", 10
+            )
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    chunks = [read_reply(r.payload) for r in replies[:-1]]
+    assert [(c.text, c.replace) for c in chunks if isinstance(c, Chunk)] == [
+        ("ret", None),
+        ("urn", None),
+        ("return", True),
+        (" b", None),
+    ]
+    assert [c.seq for c in chunks if isinstance(c, Chunk)] == [0, 1, 2, 3]
+    final = read_reply(replies[-1].payload)
+    assert isinstance(final, Final)
+    assert final.middle == "return b"
+    assert final.backend == "second"

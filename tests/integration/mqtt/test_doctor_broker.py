@@ -45,3 +45,21 @@ def test_a_wrong_password_is_named(tmp_path: Path) -> None:
     assert "unreachable" in wrong["broker"][1]
     assert right["broker"][0] == "ok"
     assert "authenticated" in right["broker"][1]
+
+
+def test_remote_insert_says_whether_an_insert_key_is_there(tmp_path: Path) -> None:
+    with Broker.start() as broker:
+        config = write(tmp_path, broker, "allow_remote_insert = true\n")
+        without = lines_by_topic(doctor(config, tmp_path).stdout)
+        with_key = lines_by_topic(
+            doctor(config, tmp_path, ANYFILL_MQTT_INSERT_KEY="shared secret").stdout
+        )
+        off = lines_by_topic(doctor(write(tmp_path, broker), tmp_path).stdout)
+    assert without["remote insert"][0] == "warn"
+    assert "every insert request is refused" in without["remote insert"][1]
+    assert "set-key mqtt-insert" in without["remote insert"][1]
+    assert with_key["remote insert"] == (
+        "ok",
+        "on, for requests signed with the insert key (docs/mqtt.md)",
+    )
+    assert "remote insert" not in off

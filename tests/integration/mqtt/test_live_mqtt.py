@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from anyfill.daemon.mqtt.protocol import sign_insert
 from tests.e2e.harness import MISSING, Daemon, XSession, daemon_config, wait_until
 from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
@@ -26,6 +27,7 @@ pytestmark = [
 ]
 
 USERS = {"anyfill": "node-pass", "alice": "alice-pass"}
+INSERT_KEY = "the shared insert key"
 ACL = """
 user anyfill
 topic readwrite anyfill/#
@@ -47,6 +49,7 @@ def broker() -> Iterator[Broker]:
 def x() -> Iterator[XSession]:
     with XSession.start() as session:
         session.env["ANYFILL_MQTT_PASSWORD"] = "node-pass"  # the daemon's broker password
+        session.env["ANYFILL_MQTT_INSERT_KEY"] = INSERT_KEY  # what insert requests are signed with
         yield session
 
 
@@ -79,9 +82,11 @@ def rewrite(daemon: Daemon, text: str) -> None:
 def insert_reply(probe: Probe, node: str) -> dict[str, object]:
     reply_topic = f"client/{uuid.uuid4().hex}/reply"
     probe.subscribe(reply_topic)
+    request_id, at = uuid.uuid4().hex[:8], int(time.time())
+    sig = sign_insert(INSERT_KEY, f"anyfill/{node}", request_id, at)  # docs/mqtt.md
     probe.publish(
         f"anyfill/{node}/request",
-        json.dumps({"id": uuid.uuid4().hex[:8], "insert": True}),
+        json.dumps({"id": request_id, "insert": True, "at": at, "sig": sig}),
         response_topic=reply_topic,
     )
     seen = probe.until(

@@ -156,19 +156,6 @@ def request(prefix: str = "def add(a, b):\n    ") -> CompletionRequest:
 
 
 @pytest.fixture
-def broker() -> Iterator[Broker]:
-    with Broker.start() as running:
-        yield running
-
-
-@pytest.fixture
-def gpu() -> Iterator[tuple[LlamaCpp, LoopbackServer]]:
-    responder = LlamaCpp(default=Reply(text="return a + b"))
-    with LoopbackServer.in_thread(responder) as server:
-        yield responder, server
-
-
-@pytest.fixture
 def direct() -> Iterator[tuple[LlamaCpp, LoopbackServer]]:
     responder = LlamaCpp(default=Reply(text="return b + a"))
     with LoopbackServer.in_thread(responder) as server:

@@ -296,3 +296,52 @@ async def test_another_user_is_refused_even_where_the_modes_were_loosened(
         assert answer["error"]["code"] == "forbidden"
         assert "result" not in answer
         assert f"uid {NOBODY}" in caplog.text
+
+
+async def test_forty_silent_connections_do_not_lock_out_status_calls(runtime: Path) -> None:
+    """Same user, 40 connections that never send a line (the default limit is 32 and the
+    default read timeout 5 s): every real call made meanwhile is answered."""
+    async with ControlServer(echo_commands()) as server:
+        await server.start_serving()
+        silent: list[socket.socket] = []
+        try:
+            for _ in range(40):
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.connect(server.path)
+                silent.append(sock)
+            await asyncio.sleep(0.2)  # all accepted and waiting for their line
+            answers = [await in_thread(call, "echo", {"n": n}) for n in range(20)]
+            oldest = silent[0]
+            oldest.settimeout(10)
+            said = json.loads(await in_thread(oldest.makefile("rb").readline))
+        finally:
+            for sock in silent:
+                sock.close()
+    assert answers == [{"echo": {"n": n}} for n in range(20)]
+    assert server.evicted >= 8
+    assert "make room" in said["error"]["message"]  # the oldest silent one was told why
+
+
+async def test_a_command_name_with_a_lone_surrogate_or_a_nul_is_logged_escaped(
+    runtime: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from anyfill.daemon.log import setup_logging
+
+    log_file = setup_logging(level="DEBUG", directory=tmp_path, stderr=False)
+    assert log_file is not None
+    try:
+        async with ControlServer(echo_commands()) as server:
+            await server.start_serving()
+            for name in ("\\ud800evil", "nul\\u0000here\\u001b[2J"):
+                line = b'{"cmd": "' + name.encode() + b'"}\n'
+                answer = await in_thread(raw, server.path, line)
+                assert answer["error"]["code"] == "unknown-command"
+    finally:
+        setup_logging(level="WARNING", to_file=False, stderr=False)
+    written = log_file.read_bytes()
+    assert b"\x00" not in written
+    assert b"\x1b" not in written
+    text = written.decode("utf-8")  # strict: a raw surrogate could not be in a UTF-8 file
+    assert "control command \\ud800evil" in text
+    assert "control command nul\\x00here\\x1b[2J" in text
+    assert "Logging error" not in capsys.readouterr().err

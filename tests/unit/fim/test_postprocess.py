@@ -200,3 +200,22 @@ def test_imbalance(text: str, errors: int) -> None:
 )
 def test_runaway_repetition(raw: str, middle: str) -> None:
     assert clean(raw, "def f():\n", "") == middle
+
+
+@pytest.mark.parametrize(
+    ("raw", "prefix", "middle"),
+    [
+        # terminal escapes, BEL, NUL, backspace: never typed into a document
+        ("a\x1b[2Jb\x07c\x00d\x08e", "x = ", "a[2Jbcde"),
+        # bidi override and line separator (Trojan Source, JS line breaks)
+        ("ok\u202e // evil\u2028", "s = ", "ok // evil"),
+        # CRLF line ends stay; a lone CR (which would overwrite the line) goes
+        ("one\r\ntwo\rthree", "a\n", "one\r\ntwothree"),
+        # a control character the document holds itself is the user's own
+        ("\x1b[0m", 'print("\x1b[1m', "\x1b[0m"),
+    ],
+)
+def test_control_characters_are_dropped_unless_the_document_has_them(
+    raw: str, prefix: str, middle: str
+) -> None:
+    assert clean(raw, prefix, "") == middle

@@ -141,6 +141,12 @@ def test_set_key_stores_in_the_keyring(tmp_path: Path, home: dict[str, str]) -> 
     )
     assert unknown.returncode == 2
     assert "no backend named 'nope'" in unknown.stderr
+    # mqtt.insert_key's default entry: the secret remote insert requests are signed with
+    insert = run(
+        "--config", str(config), "config", "set-key", "mqtt-insert", "--stdin", env=env, input="s\n"
+    )
+    assert insert.returncode == 0, insert.stderr
+    assert "stored the key for 'mqtt-insert'" in insert.stdout
 
 
 def test_run_headless_starts_and_stops_on_sigterm(home: dict[str, str], tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from anyfill.daemon.errors import (
     RequestDropped,
     ServerError,
 )
+from anyfill.daemon.mqtt.messages import Chunk, PlanInfo, read_reply
 from anyfill.daemon.mqtt.protocol import (
     MAX_PAYLOAD,
     NodeRequest,
@@ -22,8 +23,6 @@ from anyfill.daemon.mqtt.protocol import (
     error_from_json,
     error_json,
     parse,
-    plan_from_json,
-    plan_json,
 )
 
 
@@ -79,9 +78,13 @@ def test_a_pool_request_keeps_extra_files_as_pairs() -> None:
 
 def test_a_plan_survives_the_trip() -> None:
     plan = Plan("template", "starcoder", ("<eot>",), "why")
-    assert plan_from_json(json.loads(json.dumps(plan_json(plan)))) == plan
-    with pytest.raises(ValueError, match="not a plan"):
-        plan_from_json({"mode": "psychic"})
+    chunk = Chunk(id="p", text="x", plan=PlanInfo.of(plan))
+    back = read_reply(chunk.to_bytes())
+    assert isinstance(back, Chunk)
+    assert back.plan is not None
+    assert back.plan.plan() == plan
+    with pytest.raises(PayloadError, match="malformed reply"):
+        read_reply(b'{"type": "chunk", "text": "x", "plan": {"mode": "psychic"}}')
 
 
 @pytest.mark.parametrize(
@@ -107,3 +110,64 @@ def test_a_worker_error_becomes_the_same_kind_of_error_on_the_desktop(
         assert back.retry_after == 2.5
     if isinstance(error, AuthError):
         assert back.status == 401
+
+
+def test_the_documented_shell_signature_is_the_one_the_node_checks() -> None:
+    """docs/mqtt.md signs an insert request with printf and openssl."""
+    import shutil
+    import subprocess
+
+    from anyfill.daemon.mqtt.protocol import sign_insert
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs openssl (.ci/apt-packages.txt)")
+    script = (
+        "KEY='the shared insert key'; at=1764660000; id=\"ins-$at\"; "
+        'printf \'anyfill-insert\\n%s\\n%s\\n%s\' anyfill/alice-laptop "$id" "$at" '
+        "| openssl dgst -sha256 -hmac \"$KEY\" -r | cut -d' ' -f1"
+    )
+    shell = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    expected = sign_insert(
+        "the shared insert key", "anyfill/alice-laptop", "ins-1764660000", 1764660000
+    )
+    assert shell.stdout.strip() == expected
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"[" * 100_000, b'{"id": "a", "x": ' + b"{" * 5000, b'"\\ud800"', b"\xff"],
+    ids=["deep-array", "deep-object", "lone-surrogate", "not-utf8"],
+)
+def test_network_json_is_read_with_bounds_and_only_payload_errors(payload: bytes) -> None:
+    from anyfill.daemon.mqtt.protocol import CancelRequest, load_json
+
+    with pytest.raises(PayloadError):
+        load_json(payload)
+    with pytest.raises(PayloadError):
+        parse(CancelRequest, payload)
+
+
+@pytest.mark.parametrize(
+    ("topic", "ok"),
+    [
+        ("me/replies", True),
+        ("a\u0000b", False),
+        ("a/#", False),
+        ("a/+/b", False),
+        ("$SYS/x", False),
+        ("a\u001bb", False),
+        ("", False),
+        ("x" * 2000, False),
+    ],
+)
+def test_a_reply_topic_is_checked_before_anything_is_published_there(topic: str, ok: bool) -> None:
+    from anyfill.daemon.mqtt.protocol import topic_problem
+
+    assert (topic_problem(topic) is None) is ok
+
+
+@pytest.mark.parametrize("value", [10**400, float("inf"), -1, 1e9, True, "5"])
+def test_an_unbelievable_retry_after_from_a_worker_is_ignored(value: object) -> None:
+    back = error_from_json("pool", {"kind": "rate_limited", "message": "m", "retry_after": value})
+    assert isinstance(back, RateLimited)
+    assert back.retry_after is None
