@@ -131,7 +131,8 @@ class ManagedServerConfig(Section):
 
     binary: str = Field(
         "",
-        description="llama-server to run; empty: PATH, then the one 'scripts/setup --local' built.",
+        description="llama-server to run; empty: PATH, then the one 'scripts/setup --local' "
+        "built, then the prebuilt runtime of anyfill[local].",
     )
     start: ManagedStart = Field(
         "daemon",

@@ -7,7 +7,7 @@ backend) runs on Qt's xcb platform. ``model-download-ask.png``: the question for
 default model (``qwen2.5-coder-1.5b``), as a fresh user sees it when the managed server
 reports its model missing. ``model-download-progress.png``: a download in progress from
 the loopback Hub of the tests (``tests/servers/hfhub.py``, through the real
-huggingface_hub code) serving the tests' tiny FIM model over a slowed link, so the bar
+download code) serving the tests' tiny FIM model over a slowed link, so the bar
 stops half-way for the picture; the real catalogue files are hundreds of MB.
 Needs ``ANYFILL_LLAMA_ASSETS`` (the tests' llama-server and tiny model; `scripts/setup`).
 """

@@ -29,6 +29,7 @@ from anyfill.daemon.bus.status import (
     ShowWindow,
 )
 from anyfill.daemon.managed.events import ManagedServerChanged
+from anyfill.daemon.managed.optional import quiet_when_absent
 from anyfill.daemon.models.download import ModelDownload
 from anyfill.daemon.scheduler.events import AttemptFinished
 from anyfill.ui.bridge import CoreBridge
@@ -65,7 +66,8 @@ class TrayApp(QObject):
         super().__init__()
         self.app = app
         self.bridge = bridge or CoreBridge(settings)
-        self.state = TrayState(chain=tuple(settings.routing.default))
+        self._quiet = quiet_when_absent(settings)
+        self.state = TrayState(chain=tuple(settings.routing.default), quiet=self._quiet)
         self.history = History(settings.ui.history_size)
         self.notifier = Notifier(settings.ui.notifications)
         self.windows = WindowHost(self.bridge, config_path)
@@ -209,9 +211,11 @@ class TrayApp(QObject):
         elif isinstance(event, ModelDownload):
             self.downloads.on_event(event)
         elif isinstance(event, AttemptFinished):
-            problem = problem_of(event, self._urls)
+            problem = problem_of(event, self._urls, self._quiet)
             if problem is not None:
                 self.notifier.problem(problem)
+            if self.state.apply(event):
+                self.tray.refresh()
             return
         if self.state.apply(event):
             self.tray.refresh()

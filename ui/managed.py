@@ -12,7 +12,7 @@ import concurrent.futures
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QMessageBox, QProgressDialog, QWidget
 
 from anyfill.daemon.bus.status import Problem
@@ -72,6 +72,8 @@ class ModelDownloads(QObject):
         self._notifier = notifier
         self.ask_box: QMessageBox | None = None
         """The open "download?" question, if any."""
+        self._retired: list[QMessageBox] = []
+        """Questions just answered, kept until the event loop is back (see _answered)."""
         self.progress: QProgressDialog | None = None
         """The open progress dialog, if any."""
         self.error_box: QMessageBox | None = None
@@ -112,7 +114,13 @@ class ModelDownloads(QObject):
         box.open()  # not exec(): the core's events keep flowing while the user reads
 
     def _answered(self, event: ManagedServerChanged, result: int) -> None:
-        self.ask_box = None
+        # The box is still inside its own close (or the application's quit closing it):
+        # keep it alive until the event loop is back, or dropping the last reference would
+        # delete it under Qt's feet (a SIGSEGV on SIGTERM with the question open).
+        closing, self.ask_box = self.ask_box, None
+        if closing is not None:
+            self._retired.append(closing)
+            QTimer.singleShot(0, self._retired.clear)
         if result != QMessageBox.StandardButton.Yes:
             log.info("download of %s declined", event.model)
             return

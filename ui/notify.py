@@ -21,9 +21,15 @@ log = logging.getLogger("anyfill.ui.notify")
 TIMEOUT_MS = 10_000
 
 
-def problem_of(event: AttemptFinished, urls: dict[str, str]) -> Problem | None:
-    """The problem a failed attempt reveals, when the user has something to fix."""
+def problem_of(
+    event: AttemptFinished, urls: dict[str, str], quiet: frozenset[str] = frozenset()
+) -> Problem | None:
+    """The problem a failed attempt reveals, when the user has something to fix. Nothing
+    listening for a ``quiet`` backend (a default the user never set up, see
+    ``managed.optional``) is none: the managed server serves instead."""
     url = urls.get(event.backend, "its URL")
+    if event.outcome == "unavailable" and event.backend in quiet:
+        return None
     if event.outcome == "unavailable":
         return Problem(
             f"backend_down:{event.backend}",

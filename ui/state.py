@@ -19,7 +19,7 @@ from anyfill.daemon.bus.status import (
 from anyfill.daemon.managed.events import ManagedServerChanged
 from anyfill.daemon.models.catalog import human_size
 from anyfill.daemon.models.download import ModelDownload
-from anyfill.daemon.scheduler.events import BackendMetrics, CooldownChanged
+from anyfill.daemon.scheduler.events import AttemptFinished, BackendMetrics, CooldownChanged
 
 Look = Literal["idle", "working", "preview", "paused", "cooling", "error"]
 LOOKS: tuple[Look, ...] = ("idle", "working", "preview", "paused", "cooling", "error")
@@ -56,6 +56,11 @@ class TrayState:
     metrics: dict[str, BackendMetrics] = field(default_factory=dict)
     problems: deque[Problem] = field(default_factory=lambda: deque(maxlen=20))
     servers: dict[str, ManagedServerChanged] = field(default_factory=dict)
+    quiet: frozenset[str] = frozenset()
+    """Default local backends the user never set up (``managed.optional``)."""
+    absent: set[str] = field(default_factory=set)
+    """Those of ``quiet`` where nothing listened at the last try: not running, which is no
+    trouble, so their cooldown is not the tray's headline."""
     """Managed llama-server of each backend -> its last state (with the fix when missing)."""
     download: ModelDownload | None = None
     """The model download running now, if any."""
@@ -100,6 +105,15 @@ class TrayState:
             self.servers[event.backend] = event
         elif isinstance(event, ModelDownload):
             self.download = event if event.state == "running" else None
+        elif isinstance(event, AttemptFinished):
+            if event.backend not in self.quiet:
+                return False
+            was = event.backend in self.absent
+            if event.outcome == "unavailable":
+                self.absent.add(event.backend)
+            elif event.outcome == "ok":
+                self.absent.discard(event.backend)
+            return was != (event.backend in self.absent)
         else:
             return False
         return True
@@ -113,13 +127,18 @@ class TrayState:
             return "preview"
         if self.in_flight:
             return "working"
-        if self.chain and self.chain[0] in self.cooling:
+        if self.chain and self.chain[0] in self.cooling and self.chain[0] not in self.absent:
             return "cooling"  # says more than the error the cooldown itself caused
         if self._recent_error(now):
             return "error"
         if self.download is None and self.missing():
             return "error"  # a managed server is needed (nothing answered before it) and cannot run
         return "idle"
+
+    def _marked(self, name: str) -> str:
+        if name in self.absent:
+            return f"{name} (not running)"
+        return f"{name} (cooling)" if name in self.cooling else name
 
     def _recent_error(self, now: float) -> bool:
         return bool(self.error) and now - self.error_at < ERROR_SHOWN_S
@@ -144,7 +163,7 @@ class TrayState:
         }[look]
         lines = [f"anyfill: {headline}"]
         if self.chain:
-            marked = [f"{name} (cooling)" if name in self.cooling else name for name in self.chain]
+            marked = [self._marked(name) for name in self.chain]
             lines.append("backends: " + " → ".join(marked))
         for server in self.servers.values():
             lines.append(f"{server.backend} (managed): {SERVER_WORDS[server.state]}")

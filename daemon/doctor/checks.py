@@ -23,7 +23,13 @@ from typing import Literal
 from anyfill.config.model import BackendConfig, Settings
 from anyfill.config.secrets import resolve_api_key
 from anyfill.daemon.backends.base import Backend
-from anyfill.daemon.errors import AnyfillError, error_text
+from anyfill.daemon.errors import (
+    AnyfillError,
+    BadRequest,
+    ProtocolError,
+    ServerError,
+    error_text,
+)
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -163,8 +169,11 @@ async def _backend(config: BackendConfig, environ: Mapping[str, str]) -> Finding
                 await backend.health()
             ms = (time.monotonic() - started) * 1000
             if config.type == "llamacpp":
-                async with asyncio.timeout(config.timeouts.total_s + 5):
-                    infill = "; " + await _can_infill(backend)
+                try:
+                    async with asyncio.timeout(config.timeouts.total_s + 5):
+                        infill = "; " + await _can_infill(backend)
+                except (TimeoutError, BadRequest, ServerError, ProtocolError) as exc:
+                    return _probe_refused(config, ms, exc)
         except TimeoutError:
             return Finding("fail", topic, f"{config.url} did not answer within the timeout")
         except AnyfillError as exc:
@@ -174,6 +183,28 @@ async def _backend(config: BackendConfig, environ: Mapping[str, str]) -> Finding
     model = f", model {config.model}" if config.model else ""
     return Finding(
         "ok", topic, f"{config.type} at {config.url}{model} answers ({ms:.0f} ms){infill}"
+    )
+
+
+def _probe_refused(config: BackendConfig, ms: float, exc: BaseException) -> Finding:
+    """A warning that says what doctor tried and what failed, not "anyfill cannot work".
+
+    Only for failures that say something about that one request (refused, a 5xx, an answer
+    out of protocol, too slow): the server answered /health, and completions of other text
+    may well work. A model with no way to fill in the middle (UnsupportedFeature), a refused
+    key or an unknown model fail every completion the same way: they stay failures."""
+    what = (
+        f"did not finish it within {config.timeouts.total_s + 5:.0f} s"
+        if isinstance(exc, TimeoutError)
+        else f"failed: {error_text(exc)}"
+    )
+    return Finding(
+        "warn",
+        f"backend {config.name}",
+        f"{config.type} at {config.url} answers /health ({ms:.0f} ms), but doctor's test "
+        f"infill (4 tokens between {PROBE_PREFIX!r} and {PROBE_SUFFIX!r}) {what}; "
+        f"completions of other text may still work: try 'anyfill complete FILE --backend "
+        f"{config.name}' and see the server's log",
     )
 
 

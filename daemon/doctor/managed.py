@@ -12,7 +12,7 @@ from typing import Literal
 
 from anyfill.config.model import BackendConfig, ModelsConfig
 from anyfill.daemon.errors import ConfigError
-from anyfill.daemon.managed.binary import INSTALL_HINT, find_binary
+from anyfill.daemon.managed.runtime import NoRuntime, find_runtime
 from anyfill.daemon.models.catalog import human_size
 from anyfill.daemon.models.store import resolve_model
 
@@ -23,10 +23,10 @@ VERSION_TIMEOUT_S = 10.0
 Line = tuple[Literal["ok", "warn", "fail"], str, str]
 
 
-async def _version(binary: str) -> str:
+async def _version(argv: list[str]) -> str:
     with contextlib.suppress(OSError, TimeoutError):
         process = await asyncio.create_subprocess_exec(
-            binary,
+            *argv,
             "--version",
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
@@ -48,16 +48,18 @@ async def _version(binary: str) -> str:
 async def managed_findings(config: BackendConfig, models: ModelsConfig) -> list[Line]:
     """(status, topic, detail) for the binary and the model of one managed backend."""
     topic = f"backend {config.name}"
-    found = find_binary(config.server.binary)
-    if found is None:
-        where = (
-            f"no llama-server at {config.server.binary}"
-            if config.server.binary
-            else "llama-server not found on PATH nor from 'scripts/setup --local'"
+    found = find_runtime(config.server.binary)
+    if isinstance(found, NoRuntime):
+        binary: Line = ("fail", f"{topic} binary", f"{found.detail}; {found.fix}")
+    elif found.program:  # the prebuilt runtime: its version is in its name already
+        binary = (
+            "ok",
+            f"{topic} binary",
+            f"{found.source} ({found.path}; no llama-server found, the compiled one is "
+            "faster where there is one)",
         )
-        binary: Line = ("fail", f"{topic} binary", f"{where}; {INSTALL_HINT}")
     else:
-        version = await _version(str(found.path))
+        version = await _version(found.argv)
         text = f", version {version}" if version else ""
         binary = ("ok", f"{topic} binary", f"{found.path} (from {found.source}{text})")
     try:

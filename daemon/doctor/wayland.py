@@ -11,6 +11,7 @@ import socket
 from collections.abc import Mapping
 from typing import Literal
 
+from anyfill.daemon.doctor.portal import PortalAnswer, ask_interface, portal_advice
 from anyfill.daemon.wayland.compositor import compositor_focus
 from anyfill.daemon.wayland.datacontrol import native_route
 from anyfill.daemon.wayland.kwin import KWinFocus, kwin_reachable
@@ -32,7 +33,10 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
     from anyfill.daemon.wayland.portal.bus import PortalBus, PortalError
 
     kind = compositor(environ)
-    shortcuts = remote = clipboard_portal = 0
+    asked = {
+        name: PortalAnswer(f"org.freedesktop.portal.{name}", 0, "")
+        for name in ("GlobalShortcuts", "RemoteDesktop", "Clipboard")
+    }
     kwin_on_bus = False
     try:
         portal = await PortalBus(environ.get("DBUS_SESSION_BUS_ADDRESS") or None).connect()
@@ -40,12 +44,16 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
         portal = None
     if portal is not None:
         try:
-            shortcuts = await portal.version("org.freedesktop.portal.GlobalShortcuts")
-            remote = await portal.version("org.freedesktop.portal.RemoteDesktop")
-            clipboard_portal = await portal.version("org.freedesktop.portal.Clipboard")
+            for name, answer in asked.items():
+                asked[name] = await ask_interface(portal.bus, answer.interface)
             kwin_on_bus = kind == "kde" and await kwin_reachable(portal.bus)
         finally:
             portal.close()
+    shortcuts, remote, clipboard_portal = (asked[n].version for n in asked)
+
+    def portal_why(name: str) -> str:
+        return portal_advice(asked[name], kind, environ, reached=portal is not None)
+
     path = display_path(environ)
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
@@ -60,7 +68,7 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
             "warn",
             "hotkeys",
             "no GlobalShortcuts portal: bind 'anyfill trigger complete' in your desktop's "
-            "keyboard settings (docs/wayland.md)",
+            f"keyboard settings (docs/wayland.md); {portal_why('GlobalShortcuts')}",
         )
     )
     if importlib.util.find_spec("gi") is None:
@@ -86,7 +94,7 @@ async def wayland_report(environ: Mapping[str, str]) -> list[Line]:
         lines.append(("warn", "clipboard", "wl-clipboard without data-control: may flicker"))
     else:
         lines.append(("fail", "clipboard", "no route: install wl-clipboard"))
-    lines.append(await _keys_line(environ, kind, bool(remote)))
+    lines.append(await _keys_line(environ, kind, bool(remote), portal_why("RemoteDesktop")))
     lines.append(focus_guard_line(environ, kwin_on_bus))
     kwin = kwin_on_bus and isinstance(compositor_focus(environ), KWinFocus)
     return [*lines, popup_line(environ, kwin=kwin)]
@@ -99,7 +107,9 @@ def focus_guard_line(environ: Mapping[str, str], kwin_on_bus: bool) -> Line:
     return ("ok", "focus guard", focus.name if focus is not None else "AT-SPI's active window")
 
 
-async def _keys_line(environ: Mapping[str, str], kind: Compositor, remote: bool) -> Line:
+async def _keys_line(
+    environ: Mapping[str, str], kind: Compositor, remote: bool, why_no_portal: str
+) -> Line:
     native = await virtual_keyboard_offered(environ)
     if not native:
         return ("ok", "keys", VirtualKeyboard.name)
@@ -107,5 +117,12 @@ async def _keys_line(environ: Mapping[str, str], kind: Compositor, remote: bool)
         return ("ok", "keys", f"virtual keyboard (wtype; not our own: {native})")
     if remote:
         return ("ok", "keys", "RemoteDesktop portal (asks for consent once)")
-    hint = "install wtype" if has_virtual_keyboard(kind) else "install xdg-desktop-portal"
-    return ("warn", "keys", f"no key route ({hint}): paste fallback unavailable")
+    if has_virtual_keyboard(kind):
+        return ("warn", "keys", "no key route (install wtype): paste fallback unavailable")
+    # Say each route tried and why it failed, not a blanket "install xdg-desktop-portal".
+    return (
+        "warn",
+        "keys",
+        f"no key route, paste fallback unavailable: our own virtual keyboard: {native}; "
+        f"the RemoteDesktop portal: {why_no_portal}",
+    )

@@ -15,7 +15,7 @@ INSTALL_HINT = (
     "install llama.cpp (Debian 13+ / Ubuntu 25.04+: 'sudo apt install llama.cpp'; macOS: "
     "'brew install llama.cpp'; Windows: 'winget install llama.cpp'; Nix: 'nix profile install "
     "nixpkgs#llama-cpp') or build it from anyfill's checkout with 'scripts/setup --local' "
-    "(~12 min on 2 cores, once)"
+    "(about 5 min on 2 cores, once)"
 )
 
 
@@ -23,7 +23,14 @@ INSTALL_HINT = (
 class FoundBinary:
     path: Path
     source: str
-    """'config', 'PATH' or 'anyfill build'."""
+    """'config', 'PATH', 'anyfill build' or the prebuilt runtime (see ``runtime``)."""
+    program: tuple[str, ...] = ()
+    """The command that runs it, when that is not ``path`` itself (the prebuilt runtime is
+    a Python module); it takes llama-server's arguments either way."""
+
+    @property
+    def argv(self) -> list[str]:
+        return list(self.program) if self.program else [str(self.path)]
 
 
 def build_cache_root() -> Path:

@@ -10,8 +10,9 @@ import click
 
 from anyfill.config.model import DEFAULT_MANAGED_MODEL, BackendConfig, Settings
 from anyfill.daemon.errors import ConfigError
+from anyfill.daemon.managed.runtime import NoRuntime, find_runtime
 from anyfill.daemon.models.catalog import CATALOG, OTHER_FIM_MODELS, CatalogModel, find, human_size
-from anyfill.daemon.models.download import download_model
+from anyfill.daemon.models.download import DownloadError, download_model
 from anyfill.daemon.models.store import looks_like_path, models_dir, part_path, resolve_model
 
 __all__ = ["list_models", "offer_download", "pull_model", "remove_model", "use_model"]
@@ -177,6 +178,16 @@ def offer_download(settings: Settings) -> None:
             continue
         if _earlier_server_answers(settings, config):
             continue
+        runtime = find_runtime(config.server.binary)
+        if isinstance(runtime, NoRuntime):
+            # No 1.65 GB download for a server that cannot start: the fix comes first.
+            click.echo(
+                f"anyfill cannot run llama.cpp itself yet (backend '{config.name}'): "
+                f"{runtime.detail}.\nFix: {runtime.fix}.\nThen it asks about the model "
+                f"({model.catalog.label}, {model.catalog.size_text}) again, or run "
+                f"'anyfill model pull {model.catalog.name}'."
+            )
+            continue
         click.echo(
             f"No model server of yours answers, so anyfill will run {model.catalog.label} "
             f"itself (backend '{config.name}')."
@@ -187,4 +198,12 @@ def offer_download(settings: Settings) -> None:
             click.echo(
                 f"Not downloaded: backend '{config.name}' fails until you run "
                 f"'anyfill model pull {model.catalog.name}' or start a server of your own."
+            )
+        except DownloadError as exc:
+            # A first run must not end here: anyfill starts as after a "no", and its tray
+            # (or the question it opens without one) offers the download again.
+            click.echo(f"anyfill: the download failed: {exc}", err=True)
+            click.echo(
+                f"Starting without it: the tray menu offers the download again, or run "
+                f"'anyfill model pull {model.catalog.name}' once the problem is fixed."
             )

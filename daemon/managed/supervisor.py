@@ -37,9 +37,10 @@ from anyfill.daemon.errors import (
     ConfigError,
 )
 from anyfill.daemon.log import log_dir, register_secret
-from anyfill.daemon.managed.binary import INSTALL_HINT, FoundBinary, find_binary
+from anyfill.daemon.managed.binary import FoundBinary
 from anyfill.daemon.managed.events import ManagedServerChanged, ServerState
 from anyfill.daemon.managed.process import Tie, spawn_tied
+from anyfill.daemon.managed.runtime import NoRuntime, find_runtime
 from anyfill.daemon.models.store import LocalModel, resolve_model
 
 __all__ = ["LlamaServerSupervisor", "free_port"]
@@ -323,21 +324,16 @@ class LlamaServerSupervisor:
             await self._back_off(failures, why, model)
 
     def _binary(self) -> FoundBinary | None:
-        found = find_binary(self.config.server.binary)
-        if found is None:
-            configured = self.config.server.binary
-            detail = (
-                f"no llama-server at {configured} (backends.{self.name}.server.binary)"
-                if configured
-                else "llama-server is not installed"
-            )
-            fix = INSTALL_HINT
+        found = find_runtime(self.config.server.binary)
+        if isinstance(found, NoRuntime):
+            detail, fix = found.detail, found.fix
             self._set(
                 "missing_binary",
                 detail,
                 fix=fix,
                 error=BackendUnavailable(self.name, f"backend '{self.name}': {detail}; {fix}"),
             )
+            return None
         return found
 
     def _model(self) -> LocalModel | None:
@@ -388,10 +384,10 @@ class LlamaServerSupervisor:
 
     # -- one process -------------------------------------------------------------------------
 
-    def command(self, binary: Path, model: Path, port: int) -> list[str]:
+    def command(self, binary: FoundBinary, model: Path, port: int) -> list[str]:
         server = self.config.server
         argv = [
-            str(binary),
+            *binary.argv,
             "--model", str(model),
             "--host", HOST,
             "--port", str(port),
@@ -412,7 +408,7 @@ class LlamaServerSupervisor:
         for attempt in range(BIND_RETRIES):
             port = fixed or self.pick_port()
             try:
-                await self._start_once(found.path, model, port)
+                await self._start_once(found, model, port)
                 return
             except StartFailed as exc:
                 await self._stop_process()
@@ -435,7 +431,7 @@ class LlamaServerSupervisor:
                 path.replace(path.with_name(path.name + ".1"))
         return path.open("ab")
 
-    async def _start_once(self, binary: Path, model: LocalModel, port: int) -> None:
+    async def _start_once(self, binary: FoundBinary, model: LocalModel, port: int) -> None:
         argv = self.command(binary, model.path, port)
         self.url = f"http://{HOST}:{port}"
         with self._open_log() as handle:
@@ -446,7 +442,7 @@ class LlamaServerSupervisor:
             try:
                 self.process = await spawn_tied(argv, handle, self.tie)
             except OSError as exc:
-                raise StartFailed(f"cannot run {binary}: {exc}") from exc
+                raise StartFailed(f"cannot run {binary.path}: {exc}") from exc
         self._set("starting", f"loading {model.path.name} on port {port}", model=model)
         await self._wait_healthy(offset, model)
         self._set("ready", f"serving {model.path.name} at {self.url}", model=model)

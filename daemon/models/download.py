@@ -1,11 +1,16 @@
-"""Downloading a catalogue model with huggingface_hub: asked size, progress, resume, checksum.
+"""Downloading a catalogue model from the Hugging Face Hub: asked size, progress, resume,
+checksum.
 
-The wire is huggingface_hub's own: ``get_hf_file_metadata`` (a HEAD on the file's
-``/resolve/`` URL: size, ETag, commit) and ``http_get`` (GET, with ``Range`` when resuming).
-anyfill keeps the partial file itself (``<file>.part`` in the models folder) because
-``hf_hub_download`` deletes its partial file on any failure, so an interrupted download
-would start over; ``http_get`` appends to ours from where it stopped. The whole file's
-SHA-256 is checked before it takes its final name; a wrong one is deleted, never used.
+The Hub's wire is two requests, spoken with httpx (the HTTP client anyfill has anyway; the
+huggingface_hub library would add a second HTTP stack and nine more distributions, 30 MB,
+for them): a ``HEAD`` on ``{endpoint}/{repo}/resolve/{revision}/{file}``, which answers an LFS
+file with a 302 to its CDN and ``X-Linked-Size``, ``X-Linked-Etag`` (the SHA-256) and
+``X-Repo-Commit`` (relative redirects, a renamed repo, are followed; the first absolute one
+is the file's address), then a ``GET`` on that address, with ``Range: bytes=N-`` when
+resuming. A connection dropped mid-file is resumed within the run (a few times); an
+interrupted run by the next one, from the partial file anyfill keeps (``<file>.part`` in the
+models folder). The whole file's SHA-256 is checked before it takes its final name; a wrong
+one is deleted, never used. No token is sent: the models are public.
 """
 
 from __future__ import annotations
@@ -13,18 +18,25 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import os
+import platform
 import re
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+from urllib.parse import quote, urljoin
 
 from anyfill.daemon.errors import AnyfillError
 from anyfill.daemon.models.catalog import CatalogModel, human_size
 from anyfill.daemon.models.store import part_path
 from anyfill.daemon.version import version_string
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "DownloadError",
@@ -54,43 +66,68 @@ class FileInfo:
     commit: str | None
 
 
-def _headers() -> dict[str, str]:
-    from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
+HUB = "https://huggingface.co"
+CHUNK = 1024 * 1024
+"""Bytes written (and reported) at a time."""
+RESUMES = 5
+"""Dropped connections resumed within one run before giving up (the next run resumes too)."""
+REDIRECTS = 5
 
-    # token=False: a public model needs no token, and a user's stored one is not ours to send.
-    return dict(
-        build_hf_headers(token=False, library_name="anyfill", library_version=version_string())
-    )
+
+def _headers() -> dict[str, str]:
+    # identity: the size and the Range offsets are those of the file's bytes, not of a
+    # compressed transfer.
+    agent = f"anyfill/{version_string()}; python/{platform.python_version()}"
+    return {"User-Agent": agent, "Accept-Encoding": "identity"}
 
 
 def _where(endpoint: str | None) -> str:
-    from huggingface_hub import constants
+    return (endpoint or os.environ.get("HF_ENDPOINT") or HUB).rstrip("/")
 
-    return endpoint or constants.ENDPOINT
+
+def _client() -> httpx.Client:
+    import httpx
+
+    # Proxies from the environment apply (trust_env), as for any download tool.
+    timeout = httpx.Timeout(10.0, read=60.0)
+    return httpx.Client(headers=_headers(), timeout=timeout, follow_redirects=False)
 
 
 def file_info(model: CatalogModel, endpoint: str | None) -> FileInfo:
-    """What the Hub says about the model's file (one HEAD request)."""
-    import httpx2
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url
-    from huggingface_hub.errors import HfHubHTTPError
+    """What the Hub says about the model's file (one HEAD request, or a few after relative
+    redirects)."""
+    import httpx
 
-    url = hf_hub_url(
-        model.repo_id, model.filename, revision=model.revision, endpoint=endpoint or None
+    where = _where(endpoint)
+    url = (
+        f"{where}/{model.repo_id}/resolve/{quote(model.revision, safe='')}/{quote(model.filename)}"
     )
     try:
-        meta = get_hf_file_metadata(url, token=False, endpoint=endpoint or None, headers=_headers())
-    except HfHubHTTPError as exc:
-        status = exc.response.status_code if exc.response is not None else "?"
+        with _client() as client:
+            answer = client.head(url)
+            for _ in range(REDIRECTS):
+                location = answer.headers.get("location", "")
+                if not answer.is_redirect or "://" in location:
+                    break
+                answer = client.head(urljoin(str(answer.url), location))
+    except (httpx.HTTPError, OSError) as exc:
         raise DownloadError(
-            f"{_where(endpoint)} refused {model.repo_id}/{model.filename} (HTTP {status})"
-        ) from exc
-    except (httpx2.HTTPError, OSError) as exc:
-        raise DownloadError(
-            f"cannot reach {_where(endpoint)} to download {model.name}: {exc or type(exc).__name__}"
+            f"cannot reach {where} to download {model.name}: {exc or type(exc).__name__}"
             "; check the network (or set models.endpoint / HF_ENDPOINT to a mirror)"
         ) from exc
-    return FileInfo(meta.location, meta.size, meta.etag, meta.commit_hash)
+    if answer.status_code >= 400:
+        raise DownloadError(
+            f"{where} refused {model.repo_id}/{model.filename} (HTTP {answer.status_code})"
+        )
+    headers = answer.headers
+    location = headers.get("location", "") if answer.is_redirect else ""
+    size = headers.get("x-linked-size") or headers.get("content-length")
+    return FileInfo(
+        urljoin(str(answer.url), location) if location else str(answer.url),
+        int(size) if size and size.isdigit() else None,
+        headers.get("x-linked-etag") or headers.get("etag"),
+        headers.get("x-repo-commit"),
+    )
 
 
 def check_info(model: CatalogModel, info: FileInfo) -> None:
@@ -111,26 +148,6 @@ def check_info(model: CatalogModel, info: FileInfo) -> None:
 def sha256_of(path: Path) -> str:
     with path.open("rb") as stream:
         return hashlib.file_digest(stream, "sha256").hexdigest()
-
-
-def _progress_class(progress: Progress | None) -> type[Any]:
-    """A tqdm class that reports to ``progress`` and draws nothing itself."""
-    from tqdm import tqdm
-
-    class Reporting(tqdm):  # type: ignore[misc]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs["disable"] = True
-            super().__init__(*args, **kwargs)
-            self.done = int(kwargs.get("initial") or 0)
-            self.size = int(kwargs.get("total") or 0)
-
-        def update(self, n: float | None = 1) -> bool | None:
-            self.done += int(n or 0)
-            if progress is not None:
-                progress(self.done, self.size)
-            return bool(super().update(n))
-
-    return Reporting
 
 
 @contextlib.contextmanager
@@ -176,8 +193,7 @@ def download_model(
 def _download(
     model: CatalogModel, destination: Path, endpoint: str | None, progress: Progress | None
 ) -> Path:
-    import httpx2
-    from huggingface_hub.file_download import http_get
+    import httpx
 
     if destination.is_file():  # finished by the download that held the lock before
         return destination
@@ -200,17 +216,8 @@ def _download(
     if progress is not None:
         progress(have, model.size)
     try:
-        with part.open("ab") as handle:
-            http_get(
-                info.url,
-                handle,
-                resume_size=have,
-                headers=_headers(),
-                expected_size=model.size,
-                displayed_filename=model.filename,
-                tqdm_class=_progress_class(progress),
-            )
-    except (OSError, ValueError, httpx2.HTTPError) as exc:  # network, disk, size check
+        _fetch(info.url, part, model.size, progress)
+    except (OSError, httpx.HTTPError, DownloadError) as exc:  # network, disk, what was served
         kept = part.stat().st_size if part.exists() else 0
         raise DownloadError(
             f"the download of {model.name} stopped at {human_size(kept)} of {model.size_text}: "
@@ -226,6 +233,46 @@ def _download(
         )
     part.replace(destination)
     return destination
+
+
+def _fetch(url: str, part: Path, total: int, progress: Progress | None) -> None:
+    """Append the file's bytes to ``part`` from where it ends, resuming after a dropped
+    connection up to RESUMES times; each piece is reported once it is written."""
+    import httpx
+
+    have = part.stat().st_size if part.exists() else 0
+    resumes = 0
+    with _client() as client:
+        while have < total:
+            wanted = {"Range": f"bytes={have}-"} if have else {}
+            try:
+                with client.stream("GET", url, headers=wanted) as answer:
+                    if answer.status_code not in (200, 206):
+                        raise DownloadError(
+                            f"the file's address answered HTTP {answer.status_code}"
+                        )
+                    if have and answer.status_code == 200:  # Range ignored: from the start
+                        part.write_bytes(b"")
+                        have = 0
+                    with part.open("ab") as handle:
+                        for piece in answer.iter_bytes(CHUNK):
+                            handle.write(piece)
+                            have += len(piece)
+                            if progress is not None:
+                                progress(min(have, total), total)
+            except httpx.TransportError:
+                resumes += 1
+                if resumes > RESUMES:
+                    raise
+                log.info("connection dropped at %s; resuming", human_size(have))
+                time.sleep(min(0.2 * resumes, 2.0))
+                continue
+            if have < total:  # the server ended the body early without an error
+                resumes += 1
+                if resumes > RESUMES:
+                    raise DownloadError(f"the server sent {have} of {total} bytes")
+    if have > total:
+        raise DownloadError(f"the server sent {have} bytes, {total} were announced")
 
 
 @dataclass(frozen=True)

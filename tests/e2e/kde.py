@@ -40,6 +40,10 @@ _scripts = itertools.count(1)
 class KdeSession(WaylandSession):
     """``with KdeSession.start() as kde:`` KWin headless, its bus, helpers."""
 
+    portal_backend = True
+    """False: xdg-desktop-portal finds no backend (an empty portals folder), as on a Plasma
+    session where xdg-desktop-portal-kde is installed but not active for it."""
+
     def _boot(self, bindings: str) -> None:
         kwin = self.workdir / "kwin_wayland"
         shutil.copyfile(str(KWIN), kwin)  # without the file capability (see above)
@@ -64,6 +68,9 @@ class KdeSession(WaylandSession):
             GDK_BACKEND="wayland",
             QT_LINUX_ACCESSIBILITY_ALWAYS_ON="1",
         )
+        if not self.portal_backend:
+            (self.workdir / "portals").mkdir()
+            base["XDG_DESKTOP_PORTAL_DIR"] = str(self.workdir / "portals")
         address = self._session_bus(base)
         self.env = {**base, "DBUS_SESSION_BUS_ADDRESS": address}
         self.spawn(

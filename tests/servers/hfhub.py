@@ -49,6 +49,8 @@ class HfHub:
     served_bytes: list[int] = field(default_factory=list)
     chunk_delay_s: float = 0.0
     """A pause after each 64 KiB sent: a slow link, so a user can cancel mid-download."""
+    ignore_range: bool = False
+    """Answer a ranged GET with the whole file (200), as a mirror without range support."""
     """Body bytes sent per GET, in order."""
 
     def handles(self, method: str, path: str) -> bool:
@@ -109,7 +111,7 @@ class HfHub:
             "ETag": f'"{hub_file.sha256}"',
         }
         start = 0
-        wanted = request.headers.get("range", "")
+        wanted = "" if self.ignore_range else request.headers.get("range", "")
         if wanted.startswith("bytes=") and wanted.endswith("-"):
             start = int(wanted[len("bytes=") : -1])
             headers["Content-Range"] = f"bytes {start}-{size - 1}/{size}"

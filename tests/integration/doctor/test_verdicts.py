@@ -22,6 +22,7 @@ from tests.e2e.harness import MISSING, XSession, wait_until
 from tests.servers import RecordedRequest, Response
 from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
+from tests.servers.script import SEED_ANSWER, Reply
 
 BUS_LAUNCHER = Path("/usr/libexec/at-spi-bus-launcher")
 
@@ -321,3 +322,39 @@ def test_a_keyring_that_cannot_be_reached_is_a_warning_not_a_crash(
     status, detail = data["by_topic"]["keyring"]
     assert status == "warn"
     assert "environment variables" in detail
+
+
+@pytest.mark.desktop
+@pytest.mark.skipif(bool(MISSING), reason=f"needs {MISSING}")
+def test_a_server_that_refuses_only_the_test_infill_is_a_warning(tmp_path: Path) -> None:
+    """Issue #25: a backend that rejects doctor's own probe while real completions work is
+    no "anyfill cannot work": doctor says what it tried and what failed, and warns."""
+    refusing = LlamaCpp(Reply(error="bad_request", message="the probe is not welcome"))
+    with LoopbackServer.in_thread(refusing) as running, XSession.start() as session:
+        config = write_config(tmp_path, running.url)
+        data = report(config, tmp_path, env=session.env)
+        document = tmp_path / "doc.py"
+        document.write_text("def area(r):\n    return <|cursor|>\n")
+        complete = ["complete", str(document), "--backend", "local"]
+        completed = subprocess.run(
+            [sys.executable, "-m", "anyfill.daemon.launcher", "--config", str(config), *complete],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "HOME": str(tmp_path)},
+            timeout=60,
+            check=False,
+        )
+    status, detail = data["by_topic"]["backend local"]
+    assert status == "warn", detail
+    assert f"llamacpp at {running.url} answers /health (" in detail
+    assert "doctor's test infill (4 tokens between 'def add(a, b):\\n    return ' and" in detail
+    assert (
+        "failed: backend 'local' rejected the request (server's error code: "
+        "'invalid_request_error'" in detail
+    )
+    assert "try 'anyfill complete FILE --backend local'" in detail
+    assert data["can_work"] is True, data["verdict"]
+    assert data["exit_code"] == 0
+    # A real completion on the same server works.
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == SEED_ANSWER

@@ -1,4 +1,4 @@
-"""Downloading a model through the real huggingface_hub code from a loopback Hub.
+"""Downloading a model from a loopback Hub speaking the Hub's wire (HEAD, 302, ranged GET).
 
 The Hub here (tests/servers/hfhub.py) answers HEAD and ranged GET as the real one does for
 an LFS file. It serves the tests' tiny FIM GGUF when the llama.cpp assets are built, else
@@ -116,7 +116,6 @@ def test_download_speaks_the_hub_protocol_and_reports_progress(hub: Hub, tmp_pat
 
 def test_a_dropped_connection_resumes_with_a_range_request(hub: Hub, tmp_path: Path) -> None:
     responder, server = hub.responder, hub
-    # huggingface_hub keeps what it read in whole 10 MiB pieces: drop after more than one.
     responder.drop_after = 12_000_000
     target = tmp_path / MODEL.filename
 
@@ -140,9 +139,8 @@ def test_an_interrupted_download_resumes_in_the_next_run(hub: Hub, tmp_path: Pat
     target = tmp_path / MODEL.filename
 
     def interrupt(done: int, total: int) -> None:
-        # huggingface_hub reports each 10 MiB piece before writing it: stopping at the
-        # last one keeps the earlier ones on disk.
-        if done >= total:
+        # Each piece is reported once written: stopping halfway keeps what came so far.
+        if done >= total // 2:
             raise Stop
 
     with pytest.raises(Stop):
@@ -160,6 +158,20 @@ def test_an_interrupted_download_resumes_in_the_next_run(hub: Hub, tmp_path: Pat
     assert last_get.headers["range"] == f"bytes={kept}-"
     assert responder.served_bytes[-1] == len(DATA) - kept
     assert seen[0] == kept
+
+
+def test_a_mirror_that_ignores_the_range_starts_over(hub: Hub, tmp_path: Path) -> None:
+    responder, server = hub.responder, hub
+    target = tmp_path / MODEL.filename
+    part_path(target).write_bytes(DATA[:1_000_000])  # left by an earlier run
+    responder.ignore_range = True
+
+    download_model(MODEL, target, endpoint=server.url)
+
+    assert target.read_bytes() == DATA  # not the old part followed by the whole file
+    gets = [r for r in server.requests if r.method == "GET"]
+    assert [g.headers.get("range") for g in gets] == ["bytes=1000000-"]
+    assert responder.served_bytes == [len(DATA)]
 
 
 def test_a_wrong_checksum_is_refused_and_the_partial_file_removed(hub: Hub, tmp_path: Path) -> None:

@@ -175,14 +175,42 @@ def test_rm_deletes_the_file_and_its_partial_download(home: dict[str, str]) -> N
     assert "not downloaded" in run("model", "rm", SMALL.name, env=home).stdout
 
 
-def test_run_in_a_terminal_offers_the_download_first(
-    home: dict[str, str], refused_url: str
-) -> None:
-    """A fresh user's `anyfill run`: no server answers, the model is missing: it asks."""
+def _run_in_a_terminal(env: dict[str, str], answer: bytes) -> str:
+    """`anyfill run --headless` in a pseudo-terminal (no display: it ends after the
+    question); all it printed."""
     import os
     import pty
     import subprocess
     import sys
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "anyfill.daemon.cli", "run", "--headless"],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+    )
+    os.close(follower)
+    os.write(leader, answer)
+    output = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal closed: the process ended
+                break
+            if not chunk:
+                break
+            output += chunk
+    finally:
+        process.wait(30)
+        os.close(leader)
+    return output.decode(errors="replace")
+
+
+def _fresh_user(home: dict[str, str], refused_url: str, tmp_path: Path) -> dict[str, str]:
+    import os
 
     env = {
         **os.environ,
@@ -190,9 +218,43 @@ def test_run_in_a_terminal_offers_the_download_first(
         "ANYFILL_MODELS__ENDPOINT": refused_url,
         "ANYFILL_BACKENDS__LLAMACPP__URL": refused_url,
         "ANYFILL_BACKENDS__OLLAMA__URL": refused_url,
+        "ANYFILL_LLAMA_CACHE": str(tmp_path / "no-llama-build"),
+        "PATH": "/usr/bin:/bin",
         "DISPLAY": "",
     }
     env.pop("ANYFILL_CONFIG", None)
+    return env
+
+
+def test_run_in_a_terminal_without_any_llama_runtime_says_so_instead_of_downloading(
+    home: dict[str, str], refused_url: str, tmp_path: Path
+) -> None:
+    """Issue #25: no 1.65 GB question for a server that cannot start; the fix first."""
+    text = _run_in_a_terminal(_fresh_user(home, refused_url, tmp_path), b"y\n")
+    assert "[Y/n]" not in text
+    assert "anyfill cannot run llama.cpp itself yet (backend 'managed'): llama-server is" in text
+    assert "pip install 'anyfill[local]'" in text
+    assert "'anyfill model pull qwen2.5-coder-1.5b'" in text
+    assert not _models(home).exists() or list(_models(home).iterdir()) == []
+
+
+def test_run_in_a_terminal_offers_the_download_first(
+    home: dict[str, str], refused_url: str, tmp_path: Path
+) -> None:
+    """A fresh user's `anyfill run`: no server answers, the model is missing: it asks."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    binary = tmp_path / "bin" / "llama-server"  # a runtime exists: the model is what is missing
+    binary.parent.mkdir()
+    binary.write_text("#!/bin/sh\nexit 3\n")
+    binary.chmod(0o755)
+    env = {
+        **_fresh_user(home, refused_url, tmp_path),
+        "PATH": f"{binary.parent}:/usr/bin:/bin",
+    }
     leader, follower = pty.openpty()
     process = subprocess.Popen(
         [sys.executable, "-m", "anyfill.daemon.cli", "run", "--headless"],

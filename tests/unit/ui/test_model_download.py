@@ -1,7 +1,7 @@
 """The tray and a managed llama-server that lacks its binary or its model (issue #13).
 
 The real TrayApp, CoreBridge, Core and Engine (with a ``llamacpp-managed`` backend and its
-supervisor) on the offscreen platform; the model comes through the real huggingface_hub
+supervisor) on the offscreen platform; the model comes through anyfill's real download
 code from the loopback Hub of tests/servers/hfhub.py. The catalogue gets one extra entry,
 the tests' tiny FIM GGUF (the real entries are hundreds of MB). With the llama.cpp assets
 built, the downloaded model is served by the real llama-server; without them a stand-in
@@ -23,9 +23,9 @@ from pytestqt.qtbot import QtBot
 from anyfill.config.model import Settings
 from anyfill.daemon.core import Core
 from anyfill.daemon.engine.engine import Engine
-from anyfill.daemon.managed.binary import INSTALL_HINT
 from anyfill.daemon.managed.events import ManagedServerChanged
 from anyfill.daemon.managed.prestart import start_managed_servers
+from anyfill.daemon.managed.runtime import RUNTIME_HINT
 from anyfill.daemon.models import catalog
 from anyfill.daemon.models.download import ModelDownload, sha256_of
 from anyfill.daemon.models.store import part_path
@@ -258,7 +258,7 @@ def test_cancel_closes_the_dialog_keeps_the_partial_file_and_the_next_download_r
 
     _download_action(tray).trigger()  # type: ignore[attr-defined]
     tray.downloads.ask_box.button(QMessageBox.StandardButton.Yes).click()  # type: ignore[union-attr]
-    # huggingface_hub reports its first 10 MiB piece; cancel while the rest comes in.
+    # Cancel once some of it came, while the rest comes in.
     qtbot.waitUntil(lambda: any(0 < e.done < len(DATA) for e in events), timeout=20_000)
     dialog = tray.downloads.progress
     assert dialog is not None
@@ -303,19 +303,20 @@ def test_a_missing_binary_shows_its_fix(
     assert tray.state.look() == "error"
     tooltip = tray.state.tooltip()
     assert "managed (managed): llama-server is missing" in tooltip
-    assert f"fix: {INSTALL_HINT}" in tooltip
+    assert f"fix: {RUNTIME_HINT}" in tooltip
+    assert "pip install 'anyfill[local]'" in tooltip  # the prebuilt runtime first
     assert "scripts/setup --local" in tooltip
     assert "apt install llama.cpp" in tooltip
     notes = [text for _, text in tray.notifier.shown if "llama-server is not installed" in text]
     assert notes == [
-        f"anyfill cannot start its llama.cpp server: llama-server is not installed. "
-        f"Fix: {INSTALL_HINT}"
+        "anyfill cannot start its llama.cpp server: llama-server is not installed, nor "
+        f"anyfill's prebuilt runtime. Fix: {RUNTIME_HINT}"
     ]
     actions = _menu_texts(tray)
     assert not any(text.startswith("Download the FIM") for text in actions)
-    copy = actions[f"Copy the fix: {INSTALL_HINT}"]
+    copy = actions[f"Copy the fix: {RUNTIME_HINT}"]
     copy.trigger()  # type: ignore[attr-defined]
-    assert QGuiApplication.clipboard().text() == INSTALL_HINT
+    assert QGuiApplication.clipboard().text() == RUNTIME_HINT
 
 
 def test_a_failed_download_says_why_and_writes_nothing(

@@ -17,7 +17,7 @@ from anyfill.config.model import Settings
 from anyfill.daemon.bus.status import PressFinished, PressStarted, ShowWindow
 from anyfill.daemon.core import Core
 from anyfill.daemon.errors import HotkeyTaken
-from anyfill.daemon.scheduler.events import AttemptFinished
+from anyfill.daemon.scheduler.events import AttemptFinished, CooldownChanged
 from anyfill.ui.app import NO_TRAY, TrayApp
 from anyfill.ui.bridge import CoreBridge
 from anyfill.ui.notify import problem_of, problem_of_stop
@@ -191,3 +191,76 @@ def test_diagnostics_run_the_doctor_on_the_core_loop_and_show_each_fix(
     local = next(f for f in window.findings if "local" in f.topic)
     assert local.status == "fail"
     window.close()
+
+
+def _tray_with(qtbot: QtBot, tmp_path: Path, config: Settings) -> TrayApp:
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    bridge = CoreBridge(config, runner=switches_only)
+    tray = TrayApp(app, config, tmp_path / "config.toml", bridge=bridge)
+    tray.notifier.enabled = False
+    with qtbot.waitSignal(bridge.ready, timeout=5000):
+        tray.start()
+    return tray
+
+
+def _first_completion_without_own_servers(tray: TrayApp, qtbot: QtBot) -> None:
+    """What the scheduler publishes when llama.cpp :8080 and Ollama :11434 do not run and
+    the managed server answers: each absent one cools down and fails over."""
+    events: list[object] = []
+    for name, url in (("llamacpp", "8080"), ("ollama", "11434")):
+        reason = f"backend '{name}': nothing listens on http://127.0.0.1:{url}"
+        events += [
+            CooldownChanged(name, True, 1.0, reason),
+            AttemptFinished("r1", name, "unavailable", reason=reason),
+        ]
+    events += [
+        AttemptFinished("r1", "managed", "ok", total_ms=30.0),
+        PressFinished(press_id=1, action="complete", status="inserted", app="Mousepad", middle="x"),
+    ]
+    for event in events:
+        tray.bridge.call(lambda core, e=event: core.bus.publish(e)).result(5)
+    qtbot.waitUntil(lambda: "llamacpp" in tray.state.cooling and "ollama" in tray.state.cooling)
+
+
+def test_default_servers_the_user_never_set_up_are_skipped_quietly(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    """Issue #25: no "fix needed" for them, and the header does not say llamacpp cools."""
+    tray = _tray_with(qtbot, tmp_path, Settings())
+    try:
+        _first_completion_without_own_servers(tray, qtbot)
+        qtbot.waitUntil(lambda: tray.state.absent == {"llamacpp", "ollama"})
+        assert [title for title, _ in tray.notifier.shown] == ["anyfill: fix needed"]  # no tray
+        assert tray.notifier.shown[0][1] == f"{NO_TRAY.message} {NO_TRAY.fix}"
+        assert tray.state.look() == "idle"
+        tooltip = tray.state.tooltip()
+        assert tooltip.startswith("anyfill: ready\n")
+        assert "backends: llamacpp (not running) → ollama (not running) → managed" in tooltip
+        tray.tray.rebuild_menu()
+        assert "anyfill: ready" in actions(tray.tray.menu)
+    finally:
+        tray.bridge.stop()
+
+
+def test_a_local_server_the_user_set_up_is_still_reported(qtbot: QtBot, tmp_path: Path) -> None:
+    changed = Settings.model_validate(
+        {
+            "backends": [
+                {"name": "llamacpp", "type": "llamacpp", "url": "http://127.0.0.1:8081"},
+                *[b.model_dump() for b in Settings().backends[1:]],
+            ]
+        }
+    )
+    tray = _tray_with(qtbot, tmp_path, changed)
+    try:
+        _first_completion_without_own_servers(tray, qtbot)
+        qtbot.waitUntil(lambda: len(tray.notifier.shown) >= 2)
+        texts = [text for _, text in tray.notifier.shown[1:]]
+        assert texts == [
+            "Nothing answers for backend 'llamacpp' at http://127.0.0.1:8081. "
+            "Start the server, or fix backends.url in the settings."
+        ]
+        assert tray.state.look() == "cooling"  # the first backend the user chose cools
+    finally:
+        tray.bridge.stop()
