@@ -77,6 +77,11 @@ class AccessibilityCapture:
 
     async def read_back(self, target: Target, app: AppSettings) -> str | None:
         """The text before the caret now, read the same way (no keys, no clipboard)."""
+        around = await self.read_back_around(target, app)
+        return None if around is None else around[0]
+
+    async def read_back_around(self, target: Target, app: AppSettings) -> tuple[str, str] | None:
+        """The text before and after the caret now."""
         if target.pid is None:
             return None
         pid = target.pid
@@ -85,7 +90,7 @@ class AccessibilityCapture:
         except (TimeoutError, CaptureError, NoAccessibility) as exc:
             log.info("reading the text back over AT-SPI failed: %s", exc or "no answer")
             return None
-        return field.prefix
+        return field.prefix, field.suffix
 
 
 def _read(atspi: Any, pid: int) -> tuple[Field, CaretRect | None]:
