@@ -78,11 +78,15 @@ def _insert(atspi: Any, pid: int, text: str) -> Landed:
     if found is None:
         return "absent"
     node, app = found
+    return insert_into(atspi, node, toolkit_of(app), text)
+
+
+def insert_into(atspi: Any, node: Any, toolkit: str, text: str) -> Landed:
+    """Insert ``text`` at the caret of the text field ``node`` of a ``toolkit`` app."""
     if node.get_role() == atspi.Role.PASSWORD_TEXT:
         raise SecureField("the caret is in a password field")
     if "EditableText" not in node.get_interfaces():
         return "refused"
-    toolkit = toolkit_of(app)
     before = read_field(atspi, node, toolkit)
     if before.caret < 0:
         return "refused"
