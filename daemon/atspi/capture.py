@@ -47,32 +47,37 @@ class AccessibilityCapture:
         self._read_config = reader(config)
         self._session = session or shared_session()
         self.unavailable = self._session.unavailable
-        self._absent: dict[int, float] = {}
-        self._answered: set[int] = set()
+        # Per window, not per process: a new window of a running app builds its tree on
+        # the first query too (Mousepad's second window did not answer within the short wait).
+        self._absent: dict[tuple[int, int], float] = {}
+        self._answered: set[tuple[int, int]] = set()
 
     async def capture(self, target: Target, app: AppSettings) -> Captured:
         if target.pid is None:
             raise CaptureError("the window names no process")
-        if self._absent.get(target.pid, 0.0) > time.monotonic():
+        window = (target.pid, target.window_id)
+        if self._absent.get(window, 0.0) > time.monotonic():
             raise CaptureError("the application exposes no text over AT-SPI (checked recently)")
         pid = target.pid
+        began = time.monotonic()
         try:
             field, box = await self._session.call(
                 lambda atspi: _read(atspi, pid),
-                TIMEOUT_S if pid in self._answered else FIRST_TIMEOUT_S,
+                TIMEOUT_S if window in self._answered else FIRST_TIMEOUT_S,
             )
         except TimeoutError as exc:
-            self._absent[pid] = time.monotonic() + RETRY_ABSENT_S
+            self._absent[window] = time.monotonic() + RETRY_ABSENT_S
             raise CaptureError("the application did not answer over AT-SPI") from exc
         except NoAccessibility as exc:
             raise CaptureError(str(exc)) from None
         except SecureField:
             raise
         except CaptureError:
-            self._absent[pid] = time.monotonic() + RETRY_ABSENT_S
+            self._absent[window] = time.monotonic() + RETRY_ABSENT_S
             raise
-        self._absent.pop(pid, None)
-        self._answered.add(pid)
+        log.debug("read over AT-SPI in %.1f ms", (time.monotonic() - began) * 1000)
+        self._absent.pop(window, None)
+        self._answered.add(window)
         return trimmed(field.prefix, field.suffix, target, "accessibility", self._config, caret=box)
 
     async def read_back(self, target: Target, app: AppSettings) -> str | None:
