@@ -23,6 +23,7 @@ from typing import Any
 
 from anyfill.config.model import CaptureConfig, CaptureStrategy, Settings
 from anyfill.config.store import default_config_path
+from anyfill.daemon.atspi.capture import AccessibilityCapture
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import BackendsReady, Problem
 from anyfill.daemon.completion import Completer
@@ -30,7 +31,6 @@ from anyfill.daemon.control.builtins import install_builtins
 from anyfill.daemon.control.commands import Commands
 from anyfill.daemon.control.server import ControlServer
 from anyfill.daemon.core import Core
-from anyfill.daemon.desktop.capture.accessibility import AccessibilityCapture
 from anyfill.daemon.desktop.capture.base import Strategy
 from anyfill.daemon.desktop.capture.clipboard_mode import ClipboardCapture
 from anyfill.daemon.desktop.capture.keyboard import KeyboardCapture

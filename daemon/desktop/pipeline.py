@@ -22,7 +22,13 @@ from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import PressFinished, PressStarted, PressStatus
 from anyfill.daemon.completion import Completer, Completion, CompletionRequest
 from anyfill.daemon.desktop import apprules
-from anyfill.daemon.desktop.capture.base import Captured, ReadBack, Strategy, capture
+from anyfill.daemon.desktop.capture.base import (
+    Captured,
+    ReadBack,
+    ReadBackAround,
+    Strategy,
+    capture,
+)
 from anyfill.daemon.desktop.hotkeys import Action
 from anyfill.daemon.desktop.inject.focus import ensure_focus
 from anyfill.daemon.desktop.inject.inserter import Inserter
@@ -39,6 +45,7 @@ Status = PressStatus
 VERIFY_CHARS = 200
 """The read-back must end with this much of the captured prefix plus the completion."""
 UNCHANGED = "the completion did not land: the text before the caret is unchanged"
+AFTER_CHANGED = "the text after the caret is not what it was: check the document"
 INSERT_RETRIES = 1
 """A paste the read-back shows dropped, with the text unchanged, is sent once more."""
 
@@ -310,7 +317,8 @@ class Pipeline:
         strategies: Mapping[CaptureStrategy, Strategy],
         verify: bool,
     ) -> tuple[Status, str]:
-        """``inserted`` when the text before the caret now ends with what we inserted."""
+        """``inserted`` when the text before the caret now ends with what we inserted (and,
+        where the strategy reads both sides, the text after it is still what it was)."""
         method = captured.context.method
         strategy: object = next((s for n, s in strategies.items() if n == method), None)
         if not verify or not isinstance(strategy, ReadBack):
@@ -319,11 +327,18 @@ class Pipeline:
             ensure_focus(self._desktop.windows, target.window_id)
         except FocusChanged:
             return "sent", "not checked: the focus moved right after the insertion"
-        now = await strategy.read_back(target, app)
+        after: str | None = None
+        if isinstance(strategy, ReadBackAround):
+            around = await strategy.read_back_around(target, app)
+            now, after = around if around is not None else (None, None)
+        else:
+            now = await strategy.read_back(target, app)
         if now is None:
             return "sent", "not checked: the text could not be read back"
         wanted = (captured.whole_prefix + middle)[-VERIFY_CHARS:]
         if now.endswith(wanted):
+            if after is not None and not after.startswith(captured.whole_suffix[:VERIFY_CHARS]):
+                return "failed", AFTER_CHANGED
             return "inserted", ""
         if now.endswith(captured.whole_prefix[-VERIFY_CHARS:]):
             return "failed", UNCHANGED
