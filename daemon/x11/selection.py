@@ -14,12 +14,15 @@ import time
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from anyfill.daemon.desktop.ports import ClipSnapshot, Offer, Value, Which, saved_or_refused
 from anyfill.daemon.errors import InsertError
 from anyfill.daemon.waiting import interruptible
 from anyfill.daemon.x11.connection import XConnection
+
+if TYPE_CHECKING:
+    from anyfill.daemon.x11.keeper import Keeper
 
 log = logging.getLogger("anyfill.x11.selection")
 
@@ -82,10 +85,12 @@ class _State:
 class X11Clipboard:
     """The :class:`~anyfill.daemon.desktop.ports.Clipboard` port on X11."""
 
-    def __init__(self, conn: XConnection) -> None:
+    def __init__(self, conn: XConnection, keeper: Keeper | None = None) -> None:
         from Xlib import X
 
         self._conn = conn
+        self._keeper = keeper
+        """Handed the user's content before we take a selection (None in the keeper)."""
         self._owned: dict[int, _State] = {}
         self._notify: dict[int, asyncio.Future[Any]] = {}
         self._prop_waiters: dict[tuple[int, int], asyncio.Queue[Any]] = {}
@@ -117,9 +122,17 @@ class X11Clipboard:
         if mine is not None:
             return mine.offer.snapshot
         if owner == X.NONE:
-            return ClipSnapshot()
-        async with interruptible():
-            return await self._snapshot_of_owner(which, selection)
+            snapshot = ClipSnapshot()
+        else:
+            async with interruptible():
+                snapshot = await self._snapshot_of_owner(which, selection)
+        # Whatever we take next, this is what the user should have if we die meanwhile.
+        await self._keep(which, snapshot)
+        return snapshot
+
+    async def _keep(self, which: Which, snapshot: ClipSnapshot) -> None:
+        if self._keeper is not None:
+            await self._keeper.keep(which, snapshot)
 
     async def _snapshot_of_owner(self, which: Which, selection: int) -> ClipSnapshot:
         deadline = time.monotonic() + SNAPSHOT_BUDGET_S
@@ -210,6 +223,7 @@ class X11Clipboard:
             # Not before a change we saw since (an app's copy): the server would refuse.
             at = max(as_of.stamp, self._changed.get(self._conn.atom(_NAMES[which]), 0))
         if not snapshot.empty:
+            await self._keep(which, snapshot)
             state = await self._claim(which, snapshot, reader, at)
             if state is None:
                 log.info("%s changed hands meanwhile; not restoring it", _NAMES[which])
@@ -249,12 +263,20 @@ class X11Clipboard:
     async def hand_over(self) -> None:
         """Before we exit: what we own (usually the user's restored clipboard) must outlive
         us. X drops a selection with its owner, so a clipboard manager saves it (ICCCM
-        SAVE_TARGETS, all formats) or, without one, xclip / xsel keeps the text."""
+        SAVE_TARGETS, all formats), or else the keeper process takes it over (all
+        formats), or without one xclip / xsel keeps the text."""
         for selection, state in list(self._owned.items()):
             name = self._conn.atom_name(selection)
             if name == "CLIPBOARD" and await self._save_to_manager():
                 log.info("the clipboard manager took over the clipboard")
                 continue
+            if self._keeper is not None and self._keeper.alive:
+                # Exactly what we serve, every format: the keeper claims it as we close.
+                await self._keeper.keep(
+                    "clipboard" if name == "CLIPBOARD" else "primary", state.offer.snapshot
+                )
+                if self._keeper.alive:
+                    continue
             text = state.offer.snapshot.text()
             if text is not None:
                 await _spawn_holder(name, text)
