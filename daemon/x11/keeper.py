@@ -76,71 +76,90 @@ async def decode(reader: asyncio.StreamReader) -> tuple[Which, ClipSnapshot] | N
 
 
 class Keeper:
-    """The daemon's side: starts the keeper process and hands it the user's content."""
+    """The daemon's side: starts the keeper process and hands it the user's content.
+
+    A plain ``subprocess.Popen`` with asyncio pipe transports on its pipes: asyncio's own
+    subprocess transport kills a child still running when it is closed or collected, and
+    this child must outlive us.
+    """
 
     def __init__(self) -> None:
-        self._process: asyncio.subprocess.Process | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
         self._kept: dict[Which, ClipSnapshot] = {}
         self._lock = asyncio.Lock()
         self._started = False
 
     async def start(self, window_id: int) -> None:
         """Start the keeper watching the selections of our ``window_id``; a keeper that
-        cannot start is logged and done without (the clipboard is then kept at an
-        orderly exit only)."""
+        cannot start is logged and done without (xclip keeps the text at an orderly exit,
+        a crash loses the clipboard as before)."""
+        loop = asyncio.get_running_loop()
         try:
-            self._process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "anyfill.daemon.x11.keeper",
-                str(window_id),
+            process = subprocess.Popen(  # noqa: ASYNC220 - returns at once, never waited for
+                [sys.executable, "-m", "anyfill.daemon.x11.keeper", str(window_id)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 start_new_session=True,  # a signal to the daemon's group must not reach it
             )
+            assert process.stdin is not None
+            assert process.stdout is not None
+            reader = asyncio.StreamReader()
+            await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader), process.stdout
+            )
+            transport, protocol = await loop.connect_write_pipe(
+                lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), process.stdin
+            )
         except OSError as exc:
             log.warning("the clipboard keeper did not start (%s): a crash would lose it", exc)
-            self._process = None
+            return
+        self._process, self._reader = process, reader
+        self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
         self._started = False  # its first "ok" is read by the first keep()
 
     @property
     def alive(self) -> bool:
-        return self._process is not None and self._process.returncode is None
+        return self._process is not None and self._process.poll() is None
 
     async def keep(self, which: Which, snapshot: ClipSnapshot) -> None:
         """Hand the keeper ``snapshot`` as the user's ``which``; returns once it has it."""
         async with self._lock:
-            if self._kept.get(which) is snapshot or not self.alive:
+            writer = self._writer
+            if self._kept.get(which) is snapshot or not self.alive or writer is None:
                 return
-            process = self._process
-            assert process is not None
-            assert process.stdin is not None
             try:
                 if not self._started:
                     await self._ack(START_TIMEOUT_S)
                     self._started = True
-                process.stdin.write(encode(which, snapshot))
-                await asyncio.wait_for(process.stdin.drain(), ACK_TIMEOUT_S)
+                writer.write(encode(which, snapshot))
+                await asyncio.wait_for(writer.drain(), ACK_TIMEOUT_S)
                 await self._ack(ACK_TIMEOUT_S)
             except (OSError, TimeoutError, ConnectionError) as exc:
                 log.warning("the clipboard keeper is gone (%s): a crash would lose it", exc)
-                process.kill()
-                self._process = None
+                self._abandon(kill=True)
                 return
             self._kept[which] = snapshot
 
     async def close(self) -> None:
         """At an orderly exit: the keeper takes over what it was handed once we close the
         X connection, and exits by itself once nothing is left to keep."""
-        process, self._process = self._process, None
-        if process is not None and process.stdin is not None:
-            process.stdin.close()
+        self._abandon(kill=False)
+
+    def _abandon(self, *, kill: bool) -> None:
+        process, writer = self._process, self._writer
+        self._process = self._writer = self._reader = None
+        if writer is not None:
+            writer.close()  # the keeper reads the end of its input
+        if process is not None and kill:
+            process.kill()
 
     async def _ack(self, timeout_s: float) -> None:
-        process = self._process
-        assert process is not None
-        assert process.stdout is not None
-        line = await asyncio.wait_for(process.stdout.readline(), timeout_s)
+        reader = self._reader
+        if reader is None:
+            raise ConnectionError("no keeper")
+        line = await asyncio.wait_for(reader.readline(), timeout_s)
         if line != b"ok\n":
             raise ConnectionError("no acknowledgement")
 
