@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import replace
 from typing import TypeVar
 
@@ -37,6 +37,7 @@ from anyfill.daemon.desktop.preview import PreviewController
 from anyfill.daemon.errors import AnyfillError, FocusChanged, SecureField, error_text
 from anyfill.daemon.log import Private
 from anyfill.daemon.settings.live import Reader, reader
+from anyfill.daemon.waiting import Interrupted, Interruptions, run_interruptibly
 
 log = logging.getLogger("anyfill.pipeline")
 
@@ -350,17 +351,24 @@ class Pipeline:
         await self._desktop.clipboard.offer(captured.source, ClipSnapshot.from_text(whole))
 
 
-async def _uninterrupted(step: Awaitable[T]) -> T:
-    """Run ``step`` to its end even if we are cancelled meanwhile, then honour the cancel."""
-    task = asyncio.ensure_future(step)
+async def _uninterrupted(step: Coroutine[object, object, T]) -> T:
+    """Run ``step`` to its end even if we are cancelled meanwhile, then honour the cancel.
+
+    Its read-only parts (saving the user's clipboard, before anything was taken) end at
+    once on the cancel: an owner dripping an incremental transfer must not hold the press.
+    """
+    scope = Interruptions()
+    task = run_interruptibly(step, scope)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
+        scope.interrupt()
         while not task.done():
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait([task])
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("a step finished with an error while cancelling: %s", task.exception())
+        error = None if task.cancelled() else task.exception()
+        if error is not None and not isinstance(error, Interrupted):
+            log.warning("a step finished with an error while cancelling: %s", error)
         raise
 
 
