@@ -144,14 +144,16 @@ def read_config_text(path: Path) -> str:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror}", path=str(path)) from exc
+    # fstat before fdopen: Python refuses to wrap a directory (IsADirectoryError).
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise ConfigError(
+            "not a regular file (a directory, pipe or device); point --config or "
+            "ANYFILL_CONFIG at a settings file",
+            path=str(path),
+        )
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(
-                "not a regular file (a directory, pipe or device); point --config or "
-                "ANYFILL_CONFIG at a settings file",
-                path=str(path),
-            )
         if info.st_size > MAX_CONFIG_BYTES:
             raise ConfigError(
                 f"the file is {info.st_size / 2**20:.1f} MiB; a settings file is at most "
