@@ -365,6 +365,34 @@ def test_test_tries_a_typed_key_before_it_is_saved_and_says_when_none_is_set(
     assert key not in config.read_text()
 
 
+def test_test_never_sends_a_typed_key_over_plain_http_to_another_host(
+    qtbot: QtBot, config: Path, panel_bridge: CoreBridge
+) -> None:
+    """The rule `complete` and the daemon keep (issue 24): the Test button keeps it too."""
+    from tests.servers.http import non_loopback_address
+    from tests.servers.mistral import MistralFim
+
+    host = non_loopback_address()
+    if host is None:
+        pytest.skip("this machine has no address besides loopback")
+    key = "sk-typed-in-the-panel-4567"
+    responder = MistralFim(default=Reply(text="a + b"), api_key=key)
+    with LoopbackServer.in_thread(responder, host=host) as server:
+        window = open_window(qtbot, config, panel_bridge)
+        backends = page(window, BackendsPage)
+        assert isinstance(backends, BackendsPage)
+        backends.list.setCurrentRow(1)  # codestral
+        retype(qtbot, backends.url, server.url)
+        qtbot.keyClicks(backends.key, key)
+        qtbot.mouseClick(backends.test, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: backends.result.text().startswith(("✓", "✗")), timeout=10000)
+        text = backends.result.text()
+        assert f"would send its API key unencrypted over http:// to {host}" in text, text
+        assert "allow_insecure_http" in text
+        assert server.requests == []  # nothing at all reached the other host
+    assert key not in text
+
+
 def test_dragging_a_backend_reorders_the_list_and_the_chain(qtbot: QtBot, config: Path) -> None:
     from PySide6.QtCore import QModelIndex
 
