@@ -103,10 +103,12 @@ def store_api_key(name: str, key: str) -> None:
         raise ConfigError("an empty API key was not stored")
     try:
         keyring.set_password(KEYRING_SERVICE, name, key.strip())
-    except keyring.errors.KeyringError as exc:
+    except (keyring.errors.KeyringError, OSError) as exc:
+        # OSError: a keyring file on a full disk (ENOSPC), a bus that went away.
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise ConfigError(
-            f"the system keyring refused the key ({exc}); set the backend's environment "
-            "variable instead (see key_env in the configuration)"
+            f"the system keyring refused the key for '{name}' ({reason or type(exc).__name__});"
+            " set the backend's environment variable instead (see key_env in the configuration)"
         ) from exc
 
 
@@ -118,7 +120,7 @@ def delete_api_key(name: str) -> bool:
         keyring.delete_password(KEYRING_SERVICE, name)
     except keyring.errors.PasswordDeleteError:
         return False
-    except keyring.errors.KeyringError as exc:
+    except (keyring.errors.KeyringError, OSError) as exc:
         raise ConfigError(f"the system keyring failed: {exc}") from exc
     return True
 
