@@ -283,7 +283,7 @@ async def serve_core(
         )
         await control.start_serving()
         mqtt.start()
-        async with ConfigWatcher(path, reloader.on_text):
+        async with ConfigWatcher(path, reloader.on_text, on_unreadable=reloader.on_unreadable):
             log.info(
                 "anyfill is running; backends in order: %s", ", ".join(settings.routing.default)
             )
