@@ -37,6 +37,7 @@ __all__ = [
     "default_config_text",
     "load_settings",
     "parse_settings",
+    "removed_default_backends",
     "shown_settings",
     "write_default_config",
 ]
@@ -417,6 +418,38 @@ def set_value(path: Path, dotted_key: str, value: object) -> Settings:
     return settings
 
 
+def _changed_backends(settings: Settings) -> list[dict[str, Any]]:
+    """The backends as ``config show --changed`` tells them: a default backend left as it is
+    is not shown, a changed one by its name and the keys that differ from its default, a
+    new one by its name, type and the keys that differ from a backend's defaults. The
+    managed server's placeholder URL (``url`` left out: a free port) is never shown."""
+    from anyfill.config.model import MANAGED_DEFAULT_URL
+
+    defaults = {backend.name: backend for backend in Settings().backends}
+    shown = []
+    for backend in settings.backends:
+        mine = backend.model_dump(mode="json", exclude_none=True)
+        default = defaults.get(backend.name)
+        if default is not None:
+            base = default.model_dump(mode="json", exclude_none=True)
+            differ = {key: value for key, value in mine.items() if base.get(key) != value}
+            if not differ:
+                continue
+        else:
+            differ = backend.model_dump(mode="json", exclude_defaults=True, exclude_none=True)
+            differ["type"] = backend.type
+        if differ.get("url") == MANAGED_DEFAULT_URL and backend.type == "llamacpp-managed":
+            del differ["url"]
+        shown.append({"name": backend.name, **{k: v for k, v in differ.items() if k != "name"}})
+    return shown
+
+
+def removed_default_backends(settings: Settings) -> list[str]:
+    """The default backends the file leaves out (``config show --changed`` names them)."""
+    names = {backend.name for backend in settings.backends}
+    return [backend.name for backend in Settings().backends if backend.name not in names]
+
+
 _SECRET_NAME = re.compile(r"(?i)auth|key|token|secret|cookie|session|pass|signature|credential")
 
 
@@ -425,6 +458,12 @@ def shown_settings(settings: Settings, *, changed_only: bool = False) -> dict[st
     look like credentials are masked (a terminal, a screen share or a bug report must not
     carry them)."""
     data = settings.model_dump(mode="json", exclude_defaults=changed_only, exclude_none=True)
+    if changed_only:
+        changed = _changed_backends(settings)
+        if changed:
+            data["backends"] = changed
+        else:
+            data.pop("backends", None)
     for backend in data.get("backends", []):
         for table in ("headers", "options"):
             values = backend.get(table)

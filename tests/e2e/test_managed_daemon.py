@@ -90,3 +90,18 @@ def test_the_daemon_answers_from_its_server_and_never_leaves_it_behind(
         code = daemon.stop(sig)
     assert code == (-signal.SIGKILL if sig == signal.SIGKILL else 0)
     wait_until(lambda: not _alive(server), 10, "the llama-server to exit with the daemon")
+
+
+def test_status_names_the_managed_server_where_it_listens(x: XSession) -> None:
+    """`anyfill status` said nothing about the server anyfill runs itself."""
+    daemon = Daemon(x, managed_config(), name="managed-status")
+    try:
+        server = wait_until(lambda: _server_of(daemon), 30, "the managed llama-server")
+        code, out = daemon.cli("status")
+        assert code == 0, out
+        line = next(line for line in out.splitlines() if line.startswith("managed:"))
+        assert line.startswith("managed:  managed ready at http://127.0.0.1:"), out
+        assert f"pid {server}" in line
+        assert TINY_FIM_MODEL in line
+    finally:
+        daemon.stop(signal.SIGTERM)
