@@ -217,8 +217,7 @@ def problem_from_error(
         if hint:
             message += f" (did you mean '{hint}'?)"
     else:
-        message = str(error.get("msg", "invalid value"))
-        message = message.removeprefix("Value error, ")
+        message = plain_message(error)
         shown = _shorten(repr(found))
         if kind != "missing" and not isinstance(found, dict | list) and shown not in message:
             message += f"; found {shown}"
@@ -226,6 +225,46 @@ def problem_from_error(
     if env_var:
         return ConfigProblem(key, f"{message} (from environment variable {env_var})")
     return ConfigProblem(key, message, line=find_line(text, loc))
+
+
+_URL_EXAMPLE = "write it like http://127.0.0.1:8080 or https://api.example.com"
+_PLAIN: dict[str, str] = {
+    "url_parsing": f"not a web address: {_URL_EXAMPLE}",
+    "url_scheme": f"a web address starts with http:// or https://: {_URL_EXAMPLE}",
+    "url_type": f"not a web address: {_URL_EXAMPLE}",
+    "int_type": "a whole number is needed",
+    "int_parsing": "a whole number is needed",
+    "int_from_float": "a whole number is needed",
+    "float_type": "a number is needed",
+    "float_parsing": "a number is needed",
+    "bool_type": "true or false is needed",
+    "bool_parsing": "true or false is needed",
+    "string_type": "text in quotes is needed",
+    "list_type": 'a list is needed, like ["a", "b"]',
+    "missing": "this key is needed",
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be more than {gt}",
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be less than {lt}",
+    "string_too_short": "must have at least {min_length} character(s)",
+    "string_too_long": "must have at most {max_length} characters",
+    "too_short": "must have at least {min_length} item(s)",
+    "too_long": "must have at most {max_length} items",
+    "literal_error": "must be one of {expected}",
+}
+
+
+def plain_message(error: Mapping[str, Any]) -> str:
+    """A validation error in words a user knows (pydantic says "Input should be a valid
+    URL, relative URL without a base"); our own validators' messages are kept."""
+    kind = str(error.get("type", ""))
+    template = _PLAIN.get(kind)
+    if template is not None:
+        try:
+            return template.format(**(error.get("ctx") or {}))
+        except (KeyError, IndexError):
+            pass
+    return str(error.get("msg", "invalid value")).removeprefix("Value error, ")
 
 
 def _shorten(text: str, limit: int = 80) -> str:

@@ -189,14 +189,14 @@ def test_bad_values_are_named_next_to_their_field_and_save_stays_off(
     retype(qtbot, backends.url, "localhost 8080")
     url_row = next(row for row in backends.form.rows if row.key == ("url",))
     assert url_row.error.isVisible()
-    assert url_row.error.text().startswith("Input should be a valid URL")
+    assert url_row.error.text().startswith("not a web address: write it like http://127.0.0.1:8080")
     assert not window.save_button.isEnabled()
 
     limit = next(row for row in backends.form.rows if row.key == ("limits", "requests_per_minute"))
     limit.editor.setValue(-1)  # type: ignore[attr-defined]
-    assert limit.error.text() == "Input should be greater than or equal to 0; found -1"
+    assert limit.error.text() == "must be at least 0; found -1"
     # Named as the user finds it (page, backend, field); the file's key is in the tooltip.
-    assert window.problem.text().startswith("Backends › local › URL: Input should be a valid URL")
+    assert window.problem.text().startswith("Backends › local › URL: not a web address")
     assert window.problem.text().endswith("(and 1 more)")
     assert window.problem.toolTip() == "In the file: backends[0].url"
     # Ctrl+S does nothing while a field is wrong; the file is untouched.
