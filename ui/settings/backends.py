@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import html
 from typing import Any
 
 from PySide6.QtCore import Qt
@@ -93,7 +94,9 @@ class BackendsPage(QWidget):
         layout.addWidget(splitter)
         draft.reloaded.connect(self.reload)
         draft.changed.connect(self._update_items)
+        draft.changed.connect(self._show_order)
         self.reload()
+        self._show_order()
 
     def _build_list(self) -> QWidget:
         self.list = QListWidget()
@@ -140,7 +143,34 @@ class BackendsPage(QWidget):
         left_layout.addWidget(QLabel("In routing order; untick to disable:"))
         left_layout.addWidget(self.list, 1)
         left_layout.addLayout(buttons)
+        self.order = QLabel()
+        self.order.setWordWrap(True)
+        self.order.setAccessibleName("The order completions ask the backends in")
+        self.order.setTextFormat(Qt.TextFormat.RichText)
+        left_layout.addWidget(self.order)
         return left
+
+    def _show_order(self) -> None:
+        """The effective chain in words, and what a managed server in it means."""
+        chain = self.draft.effective_chain()
+        if not chain:
+            self.order.setText("<b>No backend is ticked</b>: completions cannot be asked.")
+            return
+        types = {b["name"]: b["type"] for b in self.draft.data["backends"]}
+        names = " → ".join(html.escape(name) for name in chain)
+        text = f"Completions ask: <b>{names}</b>"
+        managed = [name for name in chain if types.get(name) == MANAGED]
+        if managed and chain[0] != managed[0]:
+            text += (
+                f"<br>'{html.escape(managed[0])}' is the llama-server anyfill runs itself: "
+                "it answers only when the ones before it do not."
+            )
+        elif managed and len(chain) > 1:
+            text += (
+                f"<br>'{html.escape(managed[0])}' comes first: while it works, the backends "
+                "after it are never asked."
+            )
+        self.order.setText(text)
 
     # -- the form -------------------------------------------------------------------------
 

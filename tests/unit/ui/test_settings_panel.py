@@ -644,3 +644,38 @@ def test_each_type_shows_only_its_fields(qtbot: QtBot, config: Path) -> None:
     backends.apply_preset(PRESETS[0])  # back to a server of the user's own
     assert shown(("url",))
     assert not shown(("server", "context_size"))
+
+
+def test_a_backend_added_goes_before_the_managed_fallback_and_the_order_is_shown(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    """With the default file (llamacpp, ollama, managed) an added backend landed after
+    'managed', so it was never asked while the managed server worked, and nothing said so."""
+    from anyfill.config.store import default_config_text
+
+    path = tmp_path / "config.toml"
+    path.write_text(default_config_text())
+    window = open_window(qtbot, path)
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    assert "Completions ask: <b>llamacpp → ollama → managed</b>" in backends.order.text()
+    assert "answers only when the ones before it do not" in backends.order.text()
+    backends.add(next(p for p in PRESETS if p.type == "mistral-fim"))
+    added = window.draft.data["backends"][backends.index]["name"]
+    chain = ["llamacpp", "ollama", added, "managed"]
+    assert window.draft.data["routing"]["default"] == chain
+    assert backends.list.item(2).text().startswith(added)
+    assert f"ollama → {added} → managed" in backends.order.text()
+    # moved first, the panel says what that means
+    backends.list.setCurrentRow(3)
+    for _ in range(3):
+        backends.move_selected(-1)
+    assert window.draft.effective_chain()[0] == "managed"
+    assert "while it works, the backends after it are never asked" in backends.order.text()
+    for _ in range(3):
+        backends.move_selected(+1)
+    assert window.draft.effective_chain() == chain
+    assert window.save()
+    saved = parse_settings(path.read_text(), environ={})
+    assert saved.routing.default[-1] == "managed"
+    assert saved.routing.default.index(added) < saved.routing.default.index("managed")
