@@ -17,6 +17,7 @@ import httpx
 
 from anyfill.config.model import BACKEND_TYPES, BackendConfig, ModelsConfig
 from anyfill.daemon.backends.base import Backend, BackendContext
+from anyfill.daemon.backends.keeper import Keeper
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.errors import ConfigError
 
@@ -78,9 +79,10 @@ def create_backend(
     *,
     bus: EventBus | None = None,
     models: ModelsConfig | None = None,
+    keeper: Keeper | None = None,
 ) -> Backend:
     """The backend for ``config``; a managed one publishes its server's state on ``bus``
     and finds its model with ``models``."""
     return backend_class(config.type).create(
-        config, client, api_key, BackendContext(bus=bus, models=models)
+        config, client, api_key, BackendContext(bus=bus, models=models, keeper=keeper)
     )
