@@ -53,7 +53,7 @@ TYPE_LABELS = {
     "llamacpp": "llama.cpp server (native /infill)",
     MANAGED: "llama.cpp run by anyfill (no server to start)",
     "ollama": "Ollama",
-    "openai-completions": "OpenAI-compatible /v1/completions (vLLM, DeepSeek, LiteLLM…)",
+    "openai-completions": "OpenAI-compatible completions (vLLM, DeepSeek…)",
     "mistral-fim": "Mistral FIM (Codestral)",
     "openai-chat": "OpenAI-compatible chat",
     "anthropic": "Anthropic",
@@ -71,7 +71,7 @@ class BackendsPage(QWidget):
         self._filling = False
         self._focus_was_on_test = False
         left = self._build_list()
-        self.form = Form(draft, None)
+        self.form = Form(draft, None, tips="backends")
         self._build_identity()
         self._build_key()
         self._build_test()

@@ -39,8 +39,8 @@ class CapturePage(QWidget):
         )
         capture.integer("Text before the caret", ["max_prefix_chars"], suffix=" chars")
         capture.integer("Text after the caret", ["max_suffix_chars"], suffix=" chars")
-        capture.integer("Wait for a copy", ["copy_timeout_ms"], suffix=" ms")
-        capture.integer("Decide nothing is selected after", ["empty_timeout_ms"], suffix=" ms")
+        capture.integer("Wait for the application to copy", ["copy_timeout_ms"], suffix=" ms")
+        capture.integer("Nothing selected: stop waiting after", ["empty_timeout_ms"], suffix=" ms")
         capture.text("Cursor marker", ["cursor_marker"])
 
         insert = Form(draft, ("insert",))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QSettings, Qt
+from PySide6.QtWidgets import QPushButton
 from pytestqt.qtbot import QtBot
 
 from anyfill.config.presets import PRESETS
@@ -499,7 +500,7 @@ def test_hotkeys_read_as_on_the_desktop_and_are_saved_in_the_files_syntax(
     complete, cancel = hotkeys.edits["complete"], hotkeys.edits["cancel"]
     assert complete.text() == "Ctrl+Alt+Space"  # from the file
     assert cancel.text() == "Ctrl+Alt+Backspace"  # the default
-    assert complete.toolTip() == "In the configuration file: <ctrl>+<alt>+<space>"
+    assert complete.toolTip().endswith("\nIn the configuration file: <ctrl>+<alt>+<space>")
 
     ctrl_alt = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier
     record(qtbot, complete, Qt.Key.Key_J, ctrl_alt)
@@ -679,3 +680,95 @@ def test_a_backend_added_goes_before_the_managed_fallback_and_the_order_is_shown
     saved = parse_settings(path.read_text(), environ={})
     assert saved.routing.default[-1] == "managed"
     assert saved.routing.default.index(added) < saved.routing.default.index("managed")
+
+
+def _all_pages(window: SettingsWindow) -> Iterator[tuple[object, object]]:
+    from anyfill.ui.settings.fields import Form
+
+    for index, candidate in enumerate(window.pages):
+        window.nav.setCurrentRow(index)
+        for form in candidate.findChildren(Form):
+            yield candidate, form
+
+
+def test_every_option_has_a_tooltip_in_words_a_user_knows(qtbot: QtBot, config: Path) -> None:
+    """Capture's "Decide nothing is selected after 60 ms" and most options had none."""
+    window = open_window(qtbot, config)
+    page(window, AppsPage).add(None)  # type: ignore[attr-defined]
+    missing = []
+    rows = 0
+    for shown, form in _all_pages(window):
+        for row in form.rows:  # type: ignore[attr-defined]
+            rows += 1
+            tip = row.editor.toolTip()
+            if len(tip) < 20 or "_" in tip.split(":")[0]:
+                missing.append((type(shown).__name__, row.key, tip))
+            if row.label is not None:
+                assert tip.startswith(row.label.toolTip())
+    assert rows > 60
+    assert missing == []
+    capture = page(window, CapturePage)
+    empty = next(r for f in capture.forms for r in f.rows if r.key == ("empty_timeout_ms",))  # type: ignore[attr-defined]
+    assert empty.label.text() == "Nothing selected: stop waiting after"
+    assert "nothing gets selected" in empty.editor.toolTip()
+
+
+def test_no_choice_is_cut_at_the_windows_size(qtbot: QtBot, config: Path) -> None:
+    from PySide6.QtWidgets import QComboBox, QStyle, QStyleOptionComboBox
+
+    window = open_window(qtbot, config)
+    window.show()
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    backends.add(next(p for p in PRESETS if p.type == "llamacpp-managed"))  # its choices show
+    cut = []
+    for index, shown in enumerate(window.pages):
+        window.nav.setCurrentRow(index)
+        qtbot.wait(10)
+        for combo in shown.findChildren(QComboBox):
+            if not combo.isVisibleTo(shown):
+                continue
+            option = QStyleOptionComboBox()
+            combo.initStyleOption(option)
+            field = combo.style().subControlRect(
+                QStyle.ComplexControl.CC_ComboBox,
+                option,
+                QStyle.SubControl.SC_ComboBoxEditField,
+                combo,
+            )
+            for item in range(combo.count()):
+                text = combo.itemText(item)
+                if combo.fontMetrics().horizontalAdvance(text) > field.width():
+                    cut.append((type(shown).__name__, text, field.width()))
+    assert cut == []
+
+
+def test_keys_read_alike_on_every_page_and_the_accept_keys_are_recorded(
+    qtbot: QtBot, config: Path
+) -> None:
+    """Applications showed `paste <ctrl>+<shift>+v` while Hotkeys showed `Ctrl+Shift+V`; the
+    popup's accept keys were a raw text field."""
+    from anyfill.ui.settings.fields import KeyListEdit
+
+    window = open_window(qtbot, config)
+    apps = page(window, AppsPage)
+    assert isinstance(apps, AppsPage)
+    texts = [apps.table.item(row, 2).text() for row in range(apps.table.rowCount())]
+    assert "capture: clipboard; paste with Ctrl+Shift+V; copy with Ctrl+Shift+C" in texts
+    assert not any("<" in text for text in texts)
+
+    hotkeys = page(window, HotkeysPage)
+    assert isinstance(hotkeys, HotkeysPage)
+    accept = hotkeys.findChild(KeyListEdit)
+    assert isinstance(accept, KeyListEdit)
+    assert [button.text() for button in accept.buttons] == ["Tab", "Enter"]
+    record(qtbot, accept.add_button, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert [button.text() for button in accept.buttons] == ["Tab", "Enter", "Ctrl+Enter"]
+    remove_tab = next(
+        w for w in accept.findChildren(QPushButton) if w.accessibleName() == "Remove Tab"
+    )
+    qtbot.mouseClick(remove_tab, Qt.MouseButton.LeftButton)
+    assert [button.text() for button in accept.buttons] == ["Enter", "Ctrl+Enter"]
+    assert window.save()
+    saved = parse_settings(config.read_text(), environ={})
+    assert saved.ui.preview_accept_keys == ["<enter>", "<ctrl>+<enter>"]
