@@ -192,6 +192,8 @@ class PreviewPopup(QFrame):
             parts.append(f"{event.ms:.0f} ms" if event.final else f"first text {event.ms:.0f} ms")
         if event.alternative:
             parts.append(f"alternative {event.alternative + 1}")
+            if event.how:
+                parts.append(event.how)
         header = " · ".join(html.escape(p) for p in parts)
         if event.error:
             header += f' · <span style="color:#dc2626">{html.escape(event.error)}</span>'

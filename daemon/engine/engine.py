@@ -206,6 +206,7 @@ class Engine:
             filename=context.filename,
             extra=context.extra,
             request_id=request.id,
+            sample=request.sample,
         )
 
     async def complete(

@@ -121,3 +121,13 @@ def test_a_long_line_keeps_the_popup_on_the_screen_and_the_completion_whole(
     assert "argument_199, " in text  # the end of the line before, next to the answer
     assert "tail_0" in text  # the start of the line after
     assert popup._body.height() > popup._body.fontMetrics().height() * 3  # wrapped
+
+
+def test_the_header_says_what_an_alternative_is(qtbot: QtBot) -> None:
+    popup = PreviewPopup()
+    qtbot.addWidget(popup)
+    popup.open_for(PreviewShown(1, "Mousepad", CaretRect(200, 300, 2, 18), "x = ", "", True, KEYS))
+    popup.show_text(
+        PreviewText(1, "42", "local", final=True, ms=9.0, alternative=1, how="another sample")
+    )
+    assert "local · 9 ms · alternative 2 · another sample" in popup._header.text()
