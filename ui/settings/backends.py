@@ -51,9 +51,9 @@ MANAGED_FIELDS: tuple[tuple[str, ...], ...] = (
 )
 TYPE_LABELS = {
     "llamacpp": "llama.cpp server (native /infill)",
-    MANAGED: "llama.cpp run by anyfill (no server to start)",
+    MANAGED: "llama.cpp run by anyfill",
     "ollama": "Ollama",
-    "openai-completions": "OpenAI-compatible completions (vLLM, DeepSeek…)",
+    "openai-completions": "OpenAI-compatible (vLLM, DeepSeek…)",
     "mistral-fim": "Mistral FIM (Codestral)",
     "openai-chat": "OpenAI-compatible chat",
     "anthropic": "Anthropic",
@@ -87,8 +87,8 @@ class BackendsPage(QWidget):
         splitter.setStretchFactor(0, 0)
         splitter.setStretchFactor(1, 1)
         splitter.setChildrenCollapsible(False)
-        left.setMinimumWidth(270)
-        splitter.setSizes([280, 600])
+        left.setMinimumWidth(256)
+        splitter.setSizes([262, 618])  # the form's choices need their room
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(splitter)
@@ -205,8 +205,8 @@ class BackendsPage(QWidget):
                 "Start it",
                 ["server", "start"],
                 [
-                    ("daemon", "with anyfill, unless a backend before it answers"),
-                    ("request", "at the first request that reaches it"),
+                    ("daemon", "with anyfill"),
+                    ("request", "at the first request"),
                 ],
             )
             form.integer("Context", ["server", "context_size"], suffix=" tokens")

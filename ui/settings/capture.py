@@ -9,7 +9,7 @@ from anyfill.ui.settings.fields import Form
 
 STRATEGIES = ("accessibility", "keyboard", "clipboard")
 MODES = (
-    ("paste", "paste (the clipboard is put back afterwards)"),
+    ("paste", "paste (your clipboard is kept)"),
     ("type", "type as key presses"),
     ("preview", "show a preview first"),
 )
@@ -64,7 +64,7 @@ class CapturePage(QWidget):
             "One line only",
             ["single_line"],
             [
-                ("auto", "when text follows the caret on its line"),
+                ("auto", "when text follows the caret"),
                 ("always", "always"),
                 ("never", "never"),
             ],

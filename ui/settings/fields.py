@@ -40,8 +40,10 @@ from anyfill.ui.settings.tips import tip_for
 ERROR_STYLE = "color: #b3261e;"
 HINT_STYLE = "color: palette(placeholder-text);"
 BIG = 2_000_000_000
-MAX_CHOICE_CHARS = 52
-"""The widest a choice box grows for its texts, in characters."""
+MAX_CHOICE_WIDTH = 320
+"""The widest a choice box grows for its texts, in pixels (its popup list shows them all)."""
+CHOICE_PADDING = 44
+"""The box's frame, margins and arrow around its text."""
 
 
 def _wrapping(label: QLabel) -> QLabel:
@@ -119,6 +121,10 @@ class Form(QWidget):
         self.draft.set(path, value)
 
     def refresh(self) -> None:
+        if self.base is not None and not self._base_exists():
+            # The draft was replaced (Revert) while a backend or rule added since was
+            # selected: its page picks a new base right after; nothing to read here.
+            return
         self._reading = True
         try:
             for row in self.rows:
@@ -128,6 +134,13 @@ class Form(QWidget):
         finally:
             self._reading = False
         self.show_problems()
+
+    def _base_exists(self) -> bool:
+        try:
+            self.draft.get(self.base or ())
+        except (IndexError, KeyError):
+            return False
+        return True
 
     def show_problems(self) -> None:
         for row in self.rows:
@@ -277,9 +290,10 @@ class Form(QWidget):
         combo.setEditable(editable)
         # Wide enough for its longest choice (a cut "OpenAI-compatible /v1/compl" reads as
         # nothing), up to a bound so one long text cannot widen the form past the window.
-        longest = max((len(text) for _, text in options), default=0)
         combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        combo.setMinimumContentsLength(max(18, min(longest + 2, MAX_CHOICE_CHARS)))
+        combo.setMinimumContentsLength(12)
+        longest = max((combo.fontMetrics().horizontalAdvance(t) for _, t in options), default=0)
+        combo.setMinimumWidth(min(longest + CHOICE_PADDING, MAX_CHOICE_WIDTH))
         for value, text in options:
             combo.addItem(text, value)
             combo.setItemData(combo.count() - 1, text, Qt.ItemDataRole.ToolTipRole)

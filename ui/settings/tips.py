@@ -10,7 +10,8 @@ from __future__ import annotations
 TIPS: dict[str, str] = {
     # Backends
     "backends.name": "How the routing, the tray menu and the command line call this backend",
-    "backends.type": "Which kind of server or service this is: it decides how anyfill asks it",
+    "backends.type": "Which kind of server or service this is: it decides how anyfill asks "
+    "it. 'llama.cpp run by anyfill' needs no server of your own: anyfill starts one",
     "backends.url": "The server's web address, e.g. http://127.0.0.1:8080 for one on this computer",
     "backends.model": "The model the server should use; empty: whatever the server loaded",
     "backends.template": "How the text before and after the caret is written for this model "
@@ -19,8 +20,8 @@ TIPS: dict[str, str] = {
     "holds none for this backend",
     "backends.server.binary": "The llama-server program to run; empty: found on PATH, else "
     "anyfill's own build or the prebuilt runtime",
-    "backends.server.start": "Start the server with anyfill (ready at the first press), or "
-    "only when a completion first needs it",
+    "backends.server.start": "Start the server with anyfill, unless a backend before it in "
+    "the chain answers (ready at the first press), or only when a completion first needs it",
     "backends.server.context_size": "How much text (in tokens) the server holds at once: more "
     "reads further around the caret but needs more memory",
     "backends.server.threads": "Processor threads the server uses; 0 lets it choose",

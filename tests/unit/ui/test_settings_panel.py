@@ -741,6 +741,12 @@ def test_no_choice_is_cut_at_the_windows_size(qtbot: QtBot, config: Path) -> Non
                 if combo.fontMetrics().horizontalAdvance(text) > field.width():
                     cut.append((type(shown).__name__, text, field.width()))
     assert cut == []
+    # and no field runs past the right edge of the Backends form's scroll area
+    window.nav.setCurrentRow(0)
+    qtbot.wait(10)
+    viewport = backends.form.parentWidget()
+    assert viewport is not None
+    assert backends.form.minimumSizeHint().width() <= viewport.width()
 
 
 def test_keys_read_alike_on_every_page_and_the_accept_keys_are_recorded(
