@@ -24,6 +24,7 @@ from typing import Any
 from anyfill.config.model import CaptureConfig, CaptureStrategy, Settings
 from anyfill.config.store import default_config_path
 from anyfill.daemon.atspi.capture import AccessibilityCapture
+from anyfill.daemon.backends.keeper import Keeper
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import BackendsReady, Problem
 from anyfill.daemon.completion import Completer
@@ -49,7 +50,7 @@ from anyfill.daemon.waiting import first_set
 
 log = logging.getLogger("anyfill.app")
 
-CompleterFactory = Callable[[Settings, EventBus], Any]
+CompleterFactory = Callable[[Settings, EventBus, Keeper], Any]
 """Builds an async context manager that is (or yields) a Completer publishing on the bus."""
 
 
@@ -108,14 +109,16 @@ def load_backend_stack() -> None:
     load_keyring()
 
 
-def default_completer(settings: Settings, bus: EventBus | None = None) -> Any:
+def default_completer(
+    settings: Settings, bus: EventBus | None = None, keeper: Keeper | None = None
+) -> Any:
     from anyfill.daemon.engine.engine import Engine
     from anyfill.daemon.scheduler.attempt_log import log_attempts
 
     if bus is None:  # metrics and cooldowns for the tray, MQTT; the daemon's bus logs already
         bus = EventBus()
         log_attempts(bus)
-    return Engine(settings, bus=bus)
+    return Engine(settings, bus=bus, keeper=keeper)
 
 
 def start_mqtt(
