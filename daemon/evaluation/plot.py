@@ -33,7 +33,7 @@ def write_plot(path: Path, suite: Suite, summaries: Sequence[BackendSummary]) ->
 
     names = [s.backend for s in summaries]
     positions = list(range(len(names)))
-    figure, (scores, latency) = plt.subplots(1, 2, figsize=(4 + 2.2 * len(names), 4.5))
+    figure, (scores, latency) = plt.subplots(1, 2, figsize=(5 + 2.2 * len(names), 5.5))
     try:
         executed = any(s.pass_at_1 is not None for s in summaries)
         width = 0.38 if executed else 0.6
@@ -42,27 +42,33 @@ def write_plot(path: Path, suite: Suite, summaries: Sequence[BackendSummary]) ->
         bars = scores.bar([p - shift for p in positions], em, width, label="exact match")
         scores.bar_label(bars, fmt="%.1f")
         if executed:
-            passes = [s.pass_at_1 or 0.0 for s in summaries]
-            bars = scores.bar([p + shift for p in positions], passes, width, label="pass@1")
-            scores.bar_label(bars, fmt="%.1f")
+            passes = [s.pass_at_1 for s in summaries]  # None: that backend was not tested
+            bars = scores.bar(
+                [p + shift for p in positions], [v or 0.0 for v in passes], width, label="pass@1"
+            )
+            scores.bar_label(bars, labels=["" if v is None else f"{v:.1f}" for v in passes])
         if suite == "single-line":
             for number, (name, value) in enumerate(REFERENCES):
-                scores.axhline(value, linestyle=":", linewidth=1, color=f"C{number + 2}")
-                scores.annotate(
-                    f"{name} {value:g}",
-                    (1.0, value),
-                    xycoords=("axes fraction", "data"),
-                    fontsize=7,
-                    ha="right",
-                    va="bottom",
+                scores.axhline(
+                    value,
+                    linestyle=":",
+                    linewidth=1.2,
                     color=f"C{number + 2}",
+                    label=f"{name}: {value:g}",
                 )
-            scores.set_xlabel(f"dotted: {REFERENCE_SOURCE}", fontsize=7)
         scores.set_xticks(positions, names, rotation=15)
         scores.set_ylim(0, 105)
         scores.set_ylabel("%")
         scores.set_title(f"HumanEval infilling, {suite}")
-        scores.legend(loc="upper left", fontsize=8)
+        # Below the axes: the bars reach 100 and the reference lines sit close together.
+        scores.legend(
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.14),
+            fontsize=7,
+            ncol=2,
+            title=f"dotted: {REFERENCE_SOURCE}" if suite == "single-line" else None,
+            title_fontsize=7,
+        )
 
         p50 = [s.latency_p50_ms or 0.0 for s in summaries]
         p95 = [s.latency_p95_ms or 0.0 for s in summaries]
@@ -72,7 +78,7 @@ def write_plot(path: Path, suite: Suite, summaries: Sequence[BackendSummary]) ->
         latency.set_xticks(positions, names, rotation=15)
         latency.set_ylabel("ms per problem")
         latency.set_title("latency")
-        latency.legend(loc="upper left", fontsize=8)
+        latency.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, ncol=2)
         figure.tight_layout()
         figure.savefig(path, dpi=110)
     finally:
