@@ -17,10 +17,11 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from anyfill.config.model import Settings
+from anyfill.daemon.backends.base import Backend
 from anyfill.daemon.completion import Completion, CompletionRequest
 from anyfill.daemon.context import Context
 from anyfill.daemon.engine.engine import Engine
@@ -30,6 +31,9 @@ from anyfill.daemon.evaluation.problems import Problem, Suite
 from anyfill.daemon.evaluation.sandbox import Outcome, Sandbox
 from anyfill.daemon.evaluation.scoring import edit_similarity, exact_match
 from anyfill.daemon.log import redact
+from anyfill.daemon.scheduler import build_scheduler
+from anyfill.daemon.scheduler.cache import CompletionCache
+from anyfill.daemon.scheduler.scheduler import Scheduler
 
 __all__ = ["EvalRun", "ProblemResult", "context_for", "program_for"]
 
@@ -116,11 +120,29 @@ class EvalRun:
             task.cancel()
 
     async def run(self) -> None:
-        async with Engine(self.settings) as engine:
-            for name in self.backends:
-                if self.stopped:
-                    break
-                await self._run_backend(engine, name)
+        schedulers: list[Scheduler] = []
+
+        def uncached(backends: Mapping[str, Backend], settings: Settings) -> Scheduler:
+            # The press's scheduler without its cache: the cache would answer a problem
+            # from another one's completion (the multi-line holes of one task share their
+            # suffix, and type-through serves the rest of a longer hole), so a score and a
+            # latency would be the cache's, not the backend's.
+            scheduler = build_scheduler(
+                backends, settings, unusable=engine.unusable, cache=CompletionCache(0)
+            )
+            schedulers.append(scheduler)
+            return scheduler
+
+        engine = Engine(self.settings, uncached)
+        try:
+            async with engine:
+                for name in self.backends:
+                    if self.stopped:
+                        break
+                    await self._run_backend(engine, name)
+        finally:
+            for scheduler in schedulers:
+                await scheduler.aclose()
 
     async def _run_backend(self, engine: Engine, name: str) -> None:
         """The completions first, then their tests: a local model's latency is not measured

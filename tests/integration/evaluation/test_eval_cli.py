@@ -306,3 +306,20 @@ async def test_unknown_backend_is_a_usage_error(
     assert run.code == 2
     assert "no enabled backend named 'nope' (configured: box)" in run.err
     assert srv.requests == []
+
+
+async def test_every_problem_is_asked_of_the_backend_not_of_the_cache(
+    loopback: StartServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """The multi-line holes of one task share their suffix, and a longer hole's prefix is a
+    shorter one's plus its first lines: the press's type-through cache would answer them
+    from each other. The eval asks the backend every time."""
+    problems = list(load_problems("multi-line", 40))
+    key = AnswerKey(problems, canonical)
+    srv = await loopback(key)
+    configure(env, tmp_path, box=srv.url)
+    run = await anyfill_eval(env, "--suite", "multi-line", "--limit", "40", "--json")
+    assert run.code == 0, run.err
+    (box,) = run.json()["backends"]
+    assert box["answered"] == 40
+    assert sorted(key.asked) == sorted(p.task_id for p in problems)
