@@ -459,12 +459,17 @@ class SuggestionsConfig(Section):
         "listens to the focused application's accessibility text events, which switches "
         "some Qt applications into their screen-reader mode.",
     )
-    style: Literal["ghost", "popup"] = Field(
-        "ghost",
-        description="How a suggestion shows (also for the preview hotkey): dimmed text at "
-        "the caret, or the boxed popup. Ghost text falls back to the popup where no caret "
-        "position is known.",
+    style: Literal["ghost", "popup"] | None = Field(
+        None,
+        description="How a suggestion shows, for the preview hotkey too: dimmed text at the "
+        "caret (ghost) or the boxed popup; unset: ghost for suggestions as you type, the "
+        "popup for the hotkey. Ghost text falls back to the popup where no caret is known.",
     )
+
+    def style_for(self, auto: bool) -> Literal["ghost", "popup"]:
+        """The style in force for a suggestion as you type (``auto``) or the hotkey."""
+        return self.style or ("ghost" if auto else "popup")
+
     pause_ms: int = Field(
         0,
         ge=0,

@@ -45,6 +45,19 @@ LINE_CONTEXT_CHARS = 60
 _CODE_HINTS = ("{", "}", "(", ")", ";", "=", "def ", "return", "import ", "    ", "\t", "#")
 
 
+SUGGESTION_ACCEPT_KEYS = ("<tab>",)
+"""A suggestion as you type is taken with Tab only; Enter goes on to the application."""
+
+
+@dataclass(frozen=True)
+class Look:
+    """How a preview shows beyond the settings: a suggestion as you type, the app's font."""
+
+    auto: bool = False
+    font_family: str = ""
+    font_size: float = 0.0
+
+
 @dataclass
 class _Alternative:
     request: CompletionRequest
@@ -70,6 +83,7 @@ class _Session:
     """The accept key pressed while text was still streaming: insert when it is done."""
     trigger_accepts: bool = False
     """No accept key could be taken: the completion shortcut pressed again inserts."""
+    accept_chords: tuple[str, ...] = ()
 
     @property
     def current(self) -> _Alternative:
@@ -110,10 +124,10 @@ class PreviewController:
         session.events.put_nowait(("command", command))
         return True
 
-    def key_bindings(self) -> dict[str, Hotkey]:
+    def key_bindings(self, accept: tuple[str, ...] | None = None) -> dict[str, Hotkey]:
         ui = self._settings.ui
         keys: dict[str, Hotkey] = {}
-        for n, chord in enumerate(ui.preview_accept_keys):
+        for n, chord in enumerate(ui.preview_accept_keys if accept is None else accept):
             keys[f"accept{n}"] = parse_hotkey(chord)
         keys["dismiss"] = parse_hotkey(ui.preview_dismiss_key)
         keys["next"] = parse_hotkey(ui.preview_next_key)
@@ -121,16 +135,27 @@ class PreviewController:
         return keys
 
     async def run(
-        self, request: CompletionRequest, target: Target, completer: Completer
+        self,
+        request: CompletionRequest,
+        target: Target,
+        completer: Completer,
+        look: Look | None = None,
     ) -> Completion | None:
         """Show the preview for ``request`` until the user accepts (the completion to
-        insert is returned) or it closes (None; :attr:`last_reason` says why)."""
+        insert is returned) or it closes (None; :attr:`last_reason` says why).
+
+        ``look``: a suggestion as you type (only Tab accepts: Enter must reach the
+        application as a new line) and what the app told of its font."""
         self._count += 1
         context = request.context
         chain = request.backends or tuple(self._settings.routing.default)
-        session = _Session(self._count, context, target, chain, completer)
+        look = look or Look()
+        accept = (
+            SUGGESTION_ACCEPT_KEYS if look.auto else tuple(self._settings.ui.preview_accept_keys)
+        )
+        session = _Session(self._count, context, target, chain, completer, accept_chords=accept)
         self._session = session
-        bindings = self.key_bindings()
+        bindings = self.key_bindings(accept)
         reason = "cancelled"
         grabbed = False
         stop_watching: Callable[[], None] = _nothing
@@ -162,6 +187,11 @@ class PreviewController:
                     keys=tuple((name, str(hotkey)) for name, hotkey in bindings.items()),
                     screen=screen,
                     hint=TRIGGER_HINT if session.trigger_accepts else "",
+                    style=self._settings.suggestions.style_for(look.auto),
+                    auto=look.auto,
+                    font_family=look.font_family,
+                    font_size=look.font_size,
+                    lines=self._settings.suggestions.ghost_lines,
                 )
             )
             focus_task = asyncio.create_task(self._watch_focus(session), name="preview-focus")
@@ -230,7 +260,7 @@ class PreviewController:
 
     def _on_key(self, session: _Session, name: str) -> None:
         if name.startswith("accept"):
-            chord = self._settings.ui.preview_accept_keys[int(name.removeprefix("accept"))]
+            chord = session.accept_chords[int(name.removeprefix("accept"))]
             session.events.put_nowait(("command", f"accept:{chord}"))
         else:
             session.events.put_nowait(("command", name))

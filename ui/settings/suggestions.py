@@ -26,7 +26,11 @@ class SuggestionsPage(QWidget):
         self.show_as = form.choice(
             "Show suggestions as",
             ["style"],
-            (("ghost", "dimmed text at the caret"), ("popup", "the preview popup")),
+            (
+                (None, "ghost text as I type, the popup for the hotkey"),
+                ("ghost", "ghost text (dimmed, at the caret)"),
+                ("popup", "the preview popup"),
+            ),
             tip="Also for the preview hotkey; the popup where no caret position is known",
         )
         self.pause = form.integer(

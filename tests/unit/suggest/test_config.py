@@ -34,7 +34,9 @@ default = ["codestral", "local", "lan"]
 def test_suggestions_are_off_and_ghost_by_default() -> None:
     settings = Settings()
     assert settings.suggestions.auto is False
-    assert settings.suggestions.style == "ghost"
+    assert settings.suggestions.style is None
+    assert settings.suggestions.style_for(auto=True) == "ghost"
+    assert settings.suggestions.style_for(auto=False) == "popup"  # the hotkey as before
     assert settings.suggestions.pause_ms == 0  # adaptive
     assert settings.suggestions.cloud_auto is False
     # the file anyfill config init writes says the same
