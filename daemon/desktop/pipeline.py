@@ -192,6 +192,10 @@ class Pipeline:
             reason = self._preview.last_reason
             log.debug("suggestion closed: %s", reason)
             return Outcome("suggest", "dismissed", reason, target.app)
+        # Accepted: from here on it is the user's own insertion, which the text events it
+        # causes (or typing meanwhile) must not cancel or supersede.
+        if self._suggestion is asyncio.current_task():
+            self._suggestion = None
         try:
             outcome = await self._deliver(
                 "suggest",

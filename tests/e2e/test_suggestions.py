@@ -1,0 +1,234 @@
+"""Suggestions as you type, for real: a private X server with its own D-Bus session and
+accessibility bus, ``anyfill run`` with the tray and ``suggestions.auto`` on, the Qt target
+and Mousepad typed into with xdotool, the loopback llama.cpp responder answering.
+
+What the user relies on: a burst of typing asks nothing; a pause shows dimmed text at the
+caret while the editor keeps the focus, in a window that takes no clicks; Tab inserts
+exactly the suggestion and the clipboard stays the user's; Esc and typing on dismiss it;
+typing its first characters keeps the rest showing without a new request; a focus change
+hides it and nothing is inserted.
+
+``ANYFILL_SCREENSHOTS=DIR`` also saves the ghost text picture of the docs into DIR.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.harness import Daemon, QtTarget, XSession, daemon_config, wait_until
+from tests.e2e.test_accessibility import MISSING, a11y
+from tests.e2e.test_qt_target import USER_CLIP, answer_next, infill
+from tests.servers.http import LoopbackServer
+from tests.servers.llamacpp import LlamaCpp
+from tests.servers.script import Reply
+
+__all__ = ["a11y"]
+
+pytestmark = [
+    pytest.mark.desktop,
+    pytest.mark.skipif(bool(MISSING), reason=f"suggestion tests need {MISSING}"),
+]
+
+CONFIG = """
+[hotkeys]
+complete = "<ctrl>+<alt>+o"
+preview = "<ctrl>+<alt>+p"
+cancel = "<ctrl>+<alt>+j"
+
+[capture]
+strategies = ["accessibility"]
+
+[suggestions]
+auto = true
+"""
+GHOST = "anyfill suggestion"
+SCREENSHOTS = os.environ.get("ANYFILL_SCREENSHOTS", "")
+TYPE_DELAY_MS = 120
+"""xdotool's delay between typed keys: a steady burst, faster than the adaptive pause."""
+
+
+@pytest.fixture(scope="module")
+def suggesting(a11y: XSession, llama: tuple[LlamaCpp, LoopbackServer]) -> Iterator[Daemon]:
+    config = daemon_config(llama[1].url, CONFIG).replace('level = "INFO"', 'level = "DEBUG"')
+    daemon = Daemon(a11y, config, name="suggest", headless=False)
+    wait_until(lambda: "listening to the focused application" in daemon.log(), 10, "listener")
+    yield daemon
+    if os.environ.get("ANYFILL_E2E_LOG"):
+        Path(os.environ["ANYFILL_E2E_LOG"]).write_text(daemon.log())
+    assert daemon.stop() == 0
+    assert "Traceback" not in daemon.log(), daemon.log()[-3000:]
+
+
+@pytest.fixture(scope="module")
+def qt(a11y: XSession) -> Iterator[QtTarget]:
+    target = QtTarget(a11y, "anyfill-suggest-target")
+    yield target
+    target.close()
+
+
+def ghost_windows(x: XSession) -> list[int]:
+    out = x.run("xdotool", "search", "--onlyvisible", "--name", GHOST, check=False)
+    return [int(w) for w in out.split()]
+
+
+def wait_ghost(x: XSession, daemon: Daemon, before: int, within: float = 10) -> int:
+    """Wait until a new ghost was painted and is mapped; its window."""
+    wait_until(lambda: painted(daemon) > before, within, "the ghost text to be painted")
+    return wait_until(lambda: (ghost_windows(x) or [0])[0], 5, "the ghost window")
+
+
+def painted(daemon: Daemon) -> int:
+    """How many suggestions were shown (ghosts opened and painted)."""
+    return len(set(_painted_ids(daemon)))
+
+
+def _painted_ids(daemon: Daemon) -> list[str]:
+    return [
+        line.split("ghost ", 1)[1].split(" ", 1)[0]
+        for line in daemon.log().splitlines()
+        if " painted " in line and "ghost " in line
+    ]
+
+
+def input_rectangles(x: XSession, wid: int) -> list[tuple[int, int, int, int]]:
+    """The window's input region as the X server has it (SHAPE extension)."""
+    from Xlib import display
+    from Xlib.ext import shape
+
+    conn = display.Display(x.display)
+    try:
+        window = conn.create_resource_object("window", wid)
+        reply = window.shape_get_rectangles(shape.SK.Input)
+        return [(r.x, r.y, r.width, r.height) for r in reply.rectangles]
+    finally:
+        conn.close()
+
+
+def type_burst(x: XSession, text: str) -> None:
+    x.run("xdotool", "type", "--delay", str(TYPE_DELAY_MS), text, timeout=60)
+
+
+@dataclass
+class Field:
+    """The Qt target as the user leaves it: text and caret."""
+
+    text: str
+    caret: int
+
+
+def qt_field(qt: QtTarget) -> Field:
+    state = qt.state()
+    return Field(state["text"], state["caret"])
+
+
+def start_in_qt(x: XSession, qt: QtTarget, text: str) -> None:
+    qt.set(text, len(text))
+    x.focus(qt.wid)
+    x.set_clipboard(USER_CLIP)
+
+
+def test_a_burst_asks_nothing_a_pause_shows_ghost_text_tab_inserts_it(
+    a11y: XSession, suggesting: Daemon, qt: QtTarget, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, server = llama
+    answer_next(responder, Reply(text=" * r * r"))
+    start_in_qt(a11y, qt, "def area(r):\n    return ")
+    asked, shown = len(infill(server)), painted(suggesting)
+    type_burst(a11y, "3.14159")
+    assert len(infill(server)) == asked  # not one request while typing on
+    wid = wait_ghost(a11y, suggesting, shown)
+    assert len(infill(server)) == asked + 1
+    sent = infill(server)[-1].json()
+    assert sent["input_prefix"].endswith("return 3.14159")
+    assert a11y.focused() == qt.wid  # the ghost never took the focus
+    assert input_rectangles(a11y, wid) == []  # clicks go through to the editor
+    if SCREENSHOTS:
+        a11y.run("import", "-window", "root", str(Path(SCREENSHOTS) / "ghost-text-full.png"))
+    a11y.key("Tab", clear=False)
+    outcome = suggesting.wait_outcome(len(suggesting.outcomes()) + 1, within=15)
+    assert (outcome.status, outcome.app) == ("inserted", "anyfill-suggest-target"), outcome
+    done = "def area(r):\n    return 3.14159 * r * r"
+    assert qt_field(qt) == Field(done, len(done))
+    assert not ghost_windows(a11y)
+    assert a11y.get_clipboard() == USER_CLIP
+
+
+def show_ghost(
+    x: XSession, daemon: Daemon, qt: QtTarget, server: LoopbackServer, start: str, typed: str
+) -> int:
+    """Type ``typed`` after ``start`` in the Qt target and wait for the ghost; its window."""
+    start_in_qt(x, qt, start)
+    shown = painted(daemon)
+    type_burst(x, typed)
+    return wait_ghost(x, daemon, shown)
+
+
+def test_esc_dismisses_and_typing_on_dismisses_and_reaches_the_editor(
+    a11y: XSession, suggesting: Daemon, qt: QtTarget, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, server = llama
+    answer_next(responder, Reply(text="World!"), Reply(text="zzz"))
+    show_ghost(a11y, suggesting, qt, server, "print(", "'Hello ")
+    before = len(suggesting.outcomes())
+    a11y.key("Escape", clear=False)
+    wait_until(lambda: not ghost_windows(a11y), 5, "the ghost to go")
+    assert qt_field(qt).text == "print('Hello "  # Esc did not reach the editor as text
+    assert len(suggesting.outcomes()) == before  # nothing inserted
+    shown = painted(suggesting)
+    a11y.key("x", clear=False)  # typing again: the next pause asks again
+    wait_ghost(a11y, suggesting, shown)
+    a11y.key("y", clear=False)  # not what the ghost says
+    wait_until(lambda: not ghost_windows(a11y), 5, "the ghost to go")
+    assert qt_field(qt).text == "print('Hello xy"
+    assert len(suggesting.outcomes()) == before
+
+
+def test_type_through_shows_the_rest_without_a_new_request(
+    a11y: XSession, suggesting: Daemon, qt: QtTarget, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, server = llama
+    answer_next(responder, Reply(text="range(10):"))
+    show_ghost(a11y, suggesting, qt, server, "for i in", " ")
+    asked, shown = len(infill(server)), painted(suggesting)
+    a11y.key("r", "a", clear=False)
+    wait_until(lambda: painted(suggesting) >= shown + 1, 5, "the rest to show")
+    wait_until(
+        lambda: (
+            "typed through: 7 characters" in suggesting.log()
+            or "typed through: 8 characters" in suggesting.log()
+        ),
+        5,
+        "type-through",
+    )
+    assert len(infill(server)) == asked  # no new request
+    before = len(suggesting.outcomes())
+    wait_until(lambda: ghost_windows(a11y), 5, "the ghost of the rest")
+    a11y.key("Tab", clear=False)
+    outcome = suggesting.wait_outcome(before + 1, within=15)
+    assert outcome.status == "inserted", outcome
+    assert qt_field(qt).text == "for i in range(10):"
+
+
+def test_a_focus_change_hides_the_ghost_and_inserts_nothing(
+    a11y: XSession, suggesting: Daemon, qt: QtTarget, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, server = llama
+    answer_next(responder, Reply(text="never inserted"))
+    other = QtTarget(a11y, "anyfill-suggest-other")
+    try:
+        other.set("elsewhere", 9)
+        show_ghost(a11y, suggesting, qt, server, "note:", " ")
+        before = len(suggesting.outcomes())
+        a11y.focus(other.wid)
+        wait_until(lambda: not ghost_windows(a11y), 5, "the ghost to go")
+        a11y.key("Tab", clear=False)  # the Tab now belongs to the other window
+        assert qt_field(qt).text == "note: "
+        assert "never" not in other.state()["text"]
+        assert len(suggesting.outcomes()) == before
+    finally:
+        other.close()
