@@ -51,7 +51,7 @@ def app_font(family: str, points: float, caret_height: int) -> QFont:
     if points > 0:
         font.setPointSizeF(points)
     elif caret_height > 0:
-        font.setPixelSize(max(int(caret_height * 0.78), 8))
+        font.setPixelSize(max(round(caret_height * 0.85), 8))
     return font
 
 

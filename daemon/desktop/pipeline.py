@@ -58,6 +58,8 @@ class Suggestion:
     completer: Completer
     """The engine, wrapped to time it (or a fixed answer: type-through)."""
     look: Look
+    read_back: ReadBack | None = None
+    """Reads the field again the way the suggester read it, to check the insertion."""
 
 
 class Pipeline:
@@ -206,7 +208,11 @@ class Pipeline:
                 theirs=False,
                 completion=shown,
                 inserter=self._inserter,
-                strategies=self._strategies,
+                strategies=(
+                    {"accessibility": suggestion.read_back}
+                    if suggestion.read_back is not None
+                    else self._strategies
+                ),
                 verify=self._settings.insert.verify,
             )
         except Exception as exc:  # a bug or a broken connection: log it, keep serving
@@ -341,7 +347,7 @@ class Pipeline:
         theirs: bool,
         completion: Completion,
         inserter: Inserter,
-        strategies: Mapping[CaptureStrategy, Strategy],
+        strategies: Mapping[CaptureStrategy, Strategy | ReadBack],
         verify: bool,
     ) -> Outcome:
         middle = completion.middle
@@ -398,7 +404,7 @@ class Pipeline:
         captured: Captured,
         middle: str,
         *,
-        strategies: Mapping[CaptureStrategy, Strategy],
+        strategies: Mapping[CaptureStrategy, Strategy | ReadBack],
         verify: bool,
     ) -> tuple[Status, str]:
         """``inserted`` when the text before the caret now ends with what we inserted."""

@@ -14,6 +14,8 @@ hides it and nothing is inserted.
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -232,3 +234,45 @@ def test_a_focus_change_hides_the_ghost_and_inserts_nothing(
         assert len(suggesting.outcomes()) == before
     finally:
         other.close()
+
+
+@pytest.mark.skipif(shutil.which("mousepad") is None, reason="needs mousepad (Debian)")
+def test_mousepad_a_pause_shows_ghost_text_and_tab_inserts_it(
+    a11y: XSession, suggesting: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, server = llama
+    answer_next(responder, Reply(text=" * r * r"))
+    path = a11y.workdir / "area.py"
+    path.write_text("def area(r):\n    return \n", encoding="utf-8")
+    editor = a11y.spawn(
+        ["mousepad", "--disable-server", "--line=2", "--column=11", str(path)], "mousepad.log"
+    )
+    try:
+        wid = a11y.find_window("mousepad")
+        a11y.focus(wid)
+        a11y.set_clipboard(USER_CLIP)
+        asked, shown = len(infill(server)), painted(suggesting)
+        type_burst(a11y, "3.14159")
+        assert len(infill(server)) == asked
+        ghost = wait_ghost(a11y, suggesting, shown)
+        assert infill(server)[-1].json()["input_prefix"].endswith("return 3.14159")
+        assert a11y.focused() == wid
+        assert input_rectangles(a11y, ghost) == []
+        if SCREENSHOTS:
+            a11y.run("import", "-window", "root", str(Path(SCREENSHOTS) / "ghost-mousepad.png"))
+        before = len(suggesting.outcomes())
+        a11y.key("Tab", clear=False)
+        outcome = suggesting.wait_outcome(before + 1, within=15)
+        assert (outcome.status, outcome.app) == ("inserted", "Mousepad"), outcome
+        wait_until(lambda: not ghost_windows(a11y), 5, "the ghost to go")
+        a11y.key("ctrl+s")
+        wait_until(
+            lambda: path.read_text(encoding="utf-8") != "def area(r):\n    return \n",
+            5,
+            "Mousepad to save",
+        )
+        assert path.read_text(encoding="utf-8") == "def area(r):\n    return 3.14159 * r * r\n"
+        assert a11y.get_clipboard() == USER_CLIP
+    finally:
+        os.killpg(editor.pid, signal.SIGTERM)
+        editor.wait(10)

@@ -217,7 +217,17 @@ class Suggester:
             caret=read.caret,
         )
         look = Look(auto=True, font_family=read.font_family, font_size=read.font_size)
-        self._pipeline.suggest(Suggestion(captured, target, app, chain, completer, look))
+        self._pipeline.suggest(
+            Suggestion(captured, target, app, chain, completer, look, _ReadBack(self))
+        )
+
+    async def read_before_caret(self) -> str | None:
+        """The text before the caret of the field suggestions are shown for, read now."""
+        source, where = self._source, self._field
+        if source is None or where is None:
+            return None
+        read = await source.read(*where)
+        return read.field.before if read is not None else None
 
     def _chain_is_local(self) -> bool:
         """Every backend suggestions may ask is on this machine (a shorter pause)."""
@@ -225,6 +235,16 @@ class Suggester:
         app = self._app.backends if self._app is not None else ()
         names = settings.suggestion_chain(app)
         return all(is_local_backend(settings.backend(name)) for name in names)
+
+
+class _ReadBack:
+    """The pipeline's check of an accepted suggestion, read over the suggester's bus."""
+
+    def __init__(self, suggester: Suggester) -> None:
+        self._suggester = suggester
+
+    async def read_back(self, target: Target, app: apprules.AppSettings) -> str | None:
+        return await self._suggester.read_before_caret()
 
 
 class _Timed:

@@ -168,6 +168,8 @@ class AtspiTextSource:
         after = str((await self._call(sender, path, _TEXT, "GetText", "ii", [caret, end]))[0])
         selections = int((await self._call(sender, path, _TEXT, "GetNSelections", "", []))[0])
         rect = await self._caret_rect(sender, path, caret, count)
+        if rect is not None and start == 0 and "\n" in before:
+            rect = await self._below_first_line(sender, path, rect, before.count("\n"))
         attrs = await self._attributes(sender, path, max(caret - 1, 0))
         family = attrs.get("family-name") or attrs.get("font-family") or ""
         return FieldRead(
@@ -200,6 +202,17 @@ class AtspiTextSource:
         if height <= 0 or (x, y) == (0, 0) or x < -10_000 or y < -10_000:
             return None
         return CaretRect(x, y, max(width, 1), height)
+
+    async def _below_first_line(
+        self, sender: str, path: str, rect: CaretRect, lines: int
+    ) -> CaretRect:
+        """Qt's plain-text editors report every character at the height of the first line
+        (each paragraph laid out on its own; frescobaldi#1383): a caret on a later line
+        at the first character's height is moved down by its number of lines."""
+        _x, first_y, _w, height = await self._extents(sender, path, 0)
+        if height > 0 and first_y == rect.y:
+            return CaretRect(rect.x, rect.y + lines * rect.height, rect.width, rect.height)
+        return rect
 
     async def _extents(self, sender: str, path: str, offset: int) -> tuple[int, int, int, int]:
         reply = await self._call(

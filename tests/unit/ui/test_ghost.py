@@ -84,4 +84,4 @@ def test_no_caret_means_the_popup() -> None:
 
 def test_font_fallback_from_the_caret_height() -> None:
     font = app_font("", 0.0, 20)
-    assert font.pixelSize() == 15
+    assert font.pixelSize() == 17
