@@ -170,6 +170,7 @@ class Suggester:
         return read, target, app
 
     async def _ask_now(self) -> None:
+        fired = self.trigger.asked_at or time.monotonic()  # the end of the user's pause
         found = await self._read()
         if found is None:
             self.trigger.finished()
@@ -180,13 +181,13 @@ class Suggester:
             log.info("no suggestion: no local backend (suggestions.cloud_auto is off)")
             self.trigger.finished()
             return
-        asked = time.monotonic()
 
-        def answered(completion: Completion | None) -> None:
-            ms = (time.monotonic() - asked) * 1000 if completion is not None else None
-            self.trigger.finished(ms)
+        def answered(completion: Completion | None, ms: float) -> None:
+            self.trigger.finished(ms if completion is not None else None)
             if completion is not None:
                 self.trigger.shown(read.caret_offset, completion.middle)
+                # bench/bench_suggestions.py: the pause's end and the backend's share
+                log.debug("suggestion asked at %.6f, backend %.3f ms", fired, ms)
 
         self._show(read, target, app, chain, _Timed(self._completer, answered))
 
@@ -250,7 +251,9 @@ class _ReadBack:
 class _Timed:
     """The engine, telling the suggester when (and whether) it answered."""
 
-    def __init__(self, inner: Completer, answered: Callable[[Completion | None], None]) -> None:
+    def __init__(
+        self, inner: Completer, answered: Callable[[Completion | None, float], None]
+    ) -> None:
         self._inner = inner
         self._answered = answered
 
@@ -262,11 +265,12 @@ class _Timed:
         on_chunk: Any = None,
     ) -> Completion:
         completion: Completion | None = None
+        started = time.monotonic()
         try:
             completion = await self._inner.complete(request, on_text, on_chunk=on_chunk)
             return completion
         finally:
-            self._answered(completion)
+            self._answered(completion, (time.monotonic() - started) * 1000)
 
     async def cancel(self, request_id: str) -> bool:
         return await self._inner.cancel(request_id)
