@@ -13,12 +13,14 @@ hides it and nothing is inserted.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -75,7 +77,7 @@ def qt(a11y: XSession) -> Iterator[QtTarget]:
 
 def ghost_windows(x: XSession) -> list[int]:
     out = x.run("xdotool", "search", "--onlyvisible", "--name", GHOST, check=False)
-    return [int(w) for w in out.split()]
+    return [int(w) for w in out.split() if w.isdigit()]  # an X error may be in the output
 
 
 def wait_ghost(x: XSession, daemon: Daemon, before: int, within: float = 10) -> int:
@@ -276,3 +278,58 @@ def test_mousepad_a_pause_shows_ghost_text_and_tab_inserts_it(
     finally:
         os.killpg(editor.pid, signal.SIGTERM)
         editor.wait(10)
+
+
+CHROMIUM = shutil.which("chromium")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (Debian)")
+def test_chromium_with_its_accessibility_on_shows_and_inserts_a_suggestion(
+    a11y: XSession, suggesting: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    """Chromium sends the text events only with its accessibility forced on: the flag
+    --force-renderer-accessibility and ACCESSIBILITY_ENABLED=1 (the flag alone sent none
+    here)."""
+    from tests.e2e.test_chromium import PAGE, StateRecorder
+
+    responder, server = llama
+    answer_next(responder, Reply(text=" world"))
+    recorder = StateRecorder()
+    with LoopbackServer.in_thread(recorder) as pages:
+        start = {"text": "", "caret": 0, "report": pages.url + "/state"}
+        url = PAGE.as_uri() + "#" + quote(json.dumps(start))
+        browser = a11y.spawn(
+            [
+                str(CHROMIUM),
+                "--no-sandbox",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-gpu",
+                "--password-store=basic",
+                "--force-renderer-accessibility",
+                f"--user-data-dir={a11y.workdir / 'chromium-suggest'}",
+                f"--app={url}",
+            ],
+            "chromium-suggest.log",
+            env={**a11y.env, "ACCESSIBILITY_ENABLED": "1"},
+        )
+        try:
+            wid = a11y.find_window("chromium", within=60)
+            wait_until(lambda: "focused" in recorder.state, 60, "the page to load")
+            a11y.focus(wid, exact=False)
+            wait_until(lambda: recorder.state.get("focused"), 10, "the textarea focus")
+            a11y.set_clipboard(USER_CLIP)
+            asked, shown = len(infill(server)), painted(suggesting)
+            type_burst(a11y, "hello")
+            assert len(infill(server)) == asked
+            wait_ghost(a11y, suggesting, shown, within=15)
+            assert infill(server)[-1].json()["input_prefix"].endswith("hello")
+            before = len(suggesting.outcomes())
+            a11y.key("Tab", clear=False)
+            outcome = suggesting.wait_outcome(before + 1, within=15)
+            assert outcome.status in ("inserted", "sent"), outcome
+            wait_until(lambda: recorder.state.get("text") == "hello world", 5, "the text")
+            assert a11y.get_clipboard() == USER_CLIP
+        finally:
+            os.killpg(browser.pid, signal.SIGTERM)
+            browser.wait(20)

@@ -64,6 +64,7 @@ class Suggester:
         self._paused = paused
         """The tray's one-click pause of suggestions as you type (the hotkeys go on)."""
         self.listening = False
+        self._ignored = 0
         self.trigger = SuggestTrigger(
             self._clock,
             AdaptivePause(settings().suggestions.pause_ms),
@@ -112,7 +113,10 @@ class Suggester:
             return  # our own insertion
         target = self._desktop.windows.focused()
         if target is None or target.pid != event.pid:
-            return  # not the focused application
+            if event.pid != self._ignored:
+                self._ignored = event.pid
+                log.debug("text events of pid %d: not the focused application", event.pid)
+            return
         if self._field != (event.sender, event.path) or self._target != target:
             self._forget()
             app = self._app_settings(target)
