@@ -333,3 +333,34 @@ def test_chromium_with_its_accessibility_on_shows_and_inserts_a_suggestion(
         finally:
             os.killpg(browser.pid, signal.SIGTERM)
             browser.wait(20)
+
+
+def test_text_after_the_caret_puts_the_suggestion_in_a_capsule_below_it(
+    a11y: XSession, suggesting: Daemon, qt: QtTarget, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, _server = llama
+    answer_next(responder, Reply(text="name"))
+    qt.set("print(user.)", 11)
+    a11y.focus(qt.wid)
+    a11y.set_clipboard(USER_CLIP)
+    shown = painted(suggesting)
+    type_burst(a11y, "f")
+    wid = wait_ghost(a11y, suggesting, shown)
+    caret = suggesting.log().rsplit("opened at the caret CaretRect(", 1)[1].split(")", 1)[0]
+    where = dict(part.strip().split("=") for part in caret.split(","))
+    geometry = dict(
+        line.split("=", 1)
+        for line in a11y.run("xdotool", "getwindowgeometry", "--shell", str(wid)).split()
+    )
+    # below the caret's line, starting at the caret: the ")" after it stays visible
+    assert int(geometry["Y"]) >= int(where["y"]) + int(where["height"])
+    assert int(geometry["X"]) == int(where["x"])
+    assert input_rectangles(a11y, wid) == []
+    if SCREENSHOTS:
+        a11y.run("import", "-window", "root", str(Path(SCREENSHOTS) / "ghost-capsule.png"))
+    before = len(suggesting.outcomes())
+    a11y.key("Tab", clear=False)
+    outcome = suggesting.wait_outcome(before + 1, within=15)
+    assert outcome.status == "inserted", outcome
+    assert qt_field(qt).text == "print(user.fname)"
+    assert a11y.get_clipboard() == USER_CLIP
