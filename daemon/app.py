@@ -264,6 +264,7 @@ async def serve_core(
         core.desktop = desktop_kind()
         starting: list[asyncio.Task[None]] = []
         pipeline = _desktop_path(core, desktop, completer, preview=preview)
+        suggesting = _suggest_as_you_type(core, pipeline, desktop, completer)
         install_builtins(commands, core)
         mqtt = MqttLink(core, completer)
 
@@ -301,6 +302,9 @@ async def serve_core(
                 await first_set(stop, desktop.lost, build_failed)
             finally:
                 core.attach(None, None)  # no press starts any more
+                if suggesting is not None:
+                    suggesting.cancel()  # its listener deregisters from the registry
+                    await asyncio.wait([suggesting], timeout=2.0)
                 await mqtt.stop()
                 await pipeline.aclose()
                 for task in starting:
@@ -333,6 +337,20 @@ def _desktop_path(core: Core, desktop: Desktop, completer: Completer, *, preview
         fix = "choose another combination in [hotkeys], or quit the program holding it"
         core.bus.publish(Problem(f"hotkey_taken:{taken.hotkey}", str(taken), fix))
     return pipeline
+
+
+def _suggest_as_you_type(
+    core: Core, pipeline: Pipeline, desktop: Desktop, completer: Completer
+) -> asyncio.Task[None] | None:
+    """The suggester, where a window shows previews; it listens only while wanted."""
+    if not pipeline.previews:
+        return None
+    from anyfill.daemon.desktop.suggest.driver import Suggester
+
+    suggester = Suggester(
+        core.live.get, pipeline, desktop, completer, paused=lambda: core.suggestions_paused
+    )
+    return asyncio.get_running_loop().create_task(suggester.run(), name="suggester")
 
 
 def _build_backends_soon(

@@ -210,6 +210,9 @@ class CoreBridge(QObject):
     def resume(self) -> concurrent.futures.Future[DaemonStatus]:
         return self.call(Core.resume)
 
+    def pause_suggestions(self, paused: bool) -> concurrent.futures.Future[DaemonStatus]:
+        return self.call(lambda core: core.pause_suggestions(paused))
+
     def cancel(self) -> concurrent.futures.Future[None]:
         return self.call(Core.cancel)
 
