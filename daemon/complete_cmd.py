@@ -12,6 +12,7 @@ import asyncio
 import io
 import json
 import logging
+import math
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -308,6 +309,15 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number as a float; ``1e999`` would become infinity, which no JSON answer can
+    echo back (the line's id is repeated in its result), so the line is a bad one."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is too large")
+    return value
+
+
 def _unicode_problem(*texts: str) -> bool:
     """A lone surrogate (``"\\ud800"``) is valid JSON syntax but no Unicode text."""
     try:
@@ -323,7 +333,7 @@ def _parse_line(number: int, line: str) -> _Line:
         limit = MAX_JSONL_LINE_CHARS // 2**20
         return _Line(number, None, None, f"line {number}: longer than {limit} MiB; skipped")
     try:
-        obj = json.loads(line, parse_constant=_reject_constant)
+        obj = json.loads(line, parse_constant=_reject_constant, parse_float=_finite_float)
     except ValueError as exc:
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
         return _Line(number, None, None, f"line {number}: not JSON ({reason})")
