@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -188,3 +189,49 @@ def _mousepad_windows(x: XSession) -> list[int]:
 def _new_window(x: XSession, known: set[int]) -> int:
     fresh = [w for w in _mousepad_windows(x) if w not in known]
     return fresh[0] if fresh else 0
+
+
+SHOWN_AT = re.compile(r"popup (\d+) shown at \((-?\d+), (-?\d+)\)")
+
+
+def test_the_preview_popup_opens_at_the_caret_not_at_the_pointer(
+    a11y: XSession,  # noqa: F811
+    a11y_tray: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+) -> None:
+    """The caret's place comes from the AT-SPI capture; a capture that stalled and fell
+    back to the keyboard put the popup at the pointer instead."""
+    responder, _server = llama
+    for attempt in range(3):  # each in a new window: the first AT-SPI question to it
+        path = a11y.workdir / f"popup{next(_docs)}.txt"
+        path.write_text("alpha beta gamma\ndelta\n", encoding="utf-8")
+        editor = a11y.spawn(
+            ["mousepad", "--disable-server", "--line=1", "--column=6", str(path)], "mousepad.log"
+        )
+        try:
+            wid = a11y.find_window("mousepad")
+            a11y.focus(wid)
+            a11y.run("xdotool", "mousemove", "1250", "780")  # far from the caret
+            answer_next(responder, Reply(text="big "))
+            shown = len(SHOWN_AT.findall(a11y_tray.log()))
+            read = a11y_tray.log().count("captured by accessibility")
+            before = len(a11y_tray.outcomes())
+            a11y.key("ctrl+alt+Return")
+            wait_until(lambda n=shown: len(SHOWN_AT.findall(a11y_tray.log())) > n, 10, "the popup")
+            _, x, y = SHOWN_AT.findall(a11y_tray.log())[-1]
+            window = _geometry(a11y, wid)
+            a11y.key("Escape", clear=False)
+            assert a11y_tray.wait_outcome(before + 1, within=10).status == "dismissed"
+            # Below line 1 of the document, near column 6: inside the window's top part.
+            assert window[0] <= int(x) <= window[0] + 400, (attempt, x, y, window)
+            assert window[1] <= int(y) <= window[1] + 250, (attempt, x, y, window)
+            assert a11y_tray.log().count("captured by accessibility") == read + 1, attempt
+        finally:
+            os.killpg(editor.pid, signal.SIGTERM)
+            editor.wait(10)
+
+
+def _geometry(x: XSession, wid: int) -> tuple[int, int]:
+    out = x.run("xdotool", "getwindowgeometry", "--shell", str(wid))
+    values = dict(line.split("=", 1) for line in out.split() if "=" in line)
+    return int(values["X"]), int(values["Y"])
