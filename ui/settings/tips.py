@@ -97,6 +97,12 @@ TIPS: dict[str, str] = {
     "insert.apps.copy_keys": "The keys that copy in these windows (terminals use "
     "Ctrl+Shift+C); Backspace while recording: the global keys",
     "insert.apps.capture": "How the text is read here; none ticked: the global methods",
+    "insert.apps.suggest": "Suggestions as you type in these windows: on, off, or the "
+    "Suggestions page's choice",
+    "suggestions.auto": "Show a dimmed suggestion at the caret when you pause while typing; "
+    "Tab takes it, Esc or typing on ignores it. Off: only the hotkeys ask",
+    "suggestions.ghost_lines": "How many lines of a longer suggestion show at the caret; Tab "
+    "still inserts all of it",
     "insert.apps.backends": "Which backends answer here; none ticked: the default chain",
     # Completion
     "completion.single_line": "Ask for one line only: 'auto' does when text follows the caret "
