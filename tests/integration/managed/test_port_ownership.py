@@ -66,6 +66,28 @@ class Foreign:
         return [line for line in self.stop() if line.startswith("request ")]
 
 
+def _has_prebuilt() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("xllamacpp") is not None
+
+
+@pytest.fixture(params=["llama-server", "prebuilt"])
+def runtime(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> dict[str, str]:
+    """``server`` options for the compiled llama-server, or for the prebuilt runtime (the
+    ``local`` extra's xllamacpp, which the test venv lacks: put its wheel on PYTHONPATH)."""
+    if request.param == "llama-server":
+        return {}
+    if not _has_prebuilt():
+        pytest.skip("xllamacpp is not installed (pip install --target DIR xllamacpp; PYTHONPATH)")
+    # No llama-server on PATH nor in anyfill's build cache: the prebuilt one runs.
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setenv("ANYFILL_LLAMA_CACHE", str(tmp_path / "no-build"))
+    return {"binary": ""}
+
+
 @pytest.fixture
 def foreign_on_a_port() -> Iterator[tuple[Foreign, int]]:
     foreign = Foreign(str(free_port()))
@@ -99,12 +121,12 @@ def test_the_listener_is_another_uid_and_the_check_sees_it(
 
 
 async def test_a_fixed_port_held_by_another_user_gets_nothing_and_is_named(
-    foreign_on_a_port: tuple[Foreign, int], tmp_path: Path
+    foreign_on_a_port: tuple[Foreign, int], tmp_path: Path, runtime: dict[str, str]
 ) -> None:
     foreign, port = foreign_on_a_port
     from anyfill.daemon.engine.engine import Engine
 
-    async with Engine(_settings(url=f"http://127.0.0.1:{port}")) as engine:
+    async with Engine(_settings(url=f"http://127.0.0.1:{port}", **runtime)) as engine:
         backend = engine.backends["managed"]
         assert isinstance(backend, ManagedLlamaCppBackend)
         backend.supervisor.logs = tmp_path
@@ -118,7 +140,7 @@ async def test_a_fixed_port_held_by_another_user_gets_nothing_and_is_named(
 
 
 async def test_a_picked_port_taken_first_is_left_and_another_one_serves(
-    foreign_on_a_port: tuple[Foreign, int], tmp_path: Path
+    foreign_on_a_port: tuple[Foreign, int], tmp_path: Path, runtime: dict[str, str]
 ) -> None:
     """The race the issue saw won 1 time in 5, made certain: the port anyfill picks is
     bound by the other user before llama-server starts."""
@@ -126,7 +148,7 @@ async def test_a_picked_port_taken_first_is_left_and_another_one_serves(
     from anyfill.daemon.engine.engine import Engine
 
     ports = iter([port])
-    async with Engine(_settings()) as engine:
+    async with Engine(_settings(**runtime)) as engine:
         backend = engine.backends["managed"]
         assert isinstance(backend, ManagedLlamaCppBackend)
         backend.supervisor.logs = tmp_path
@@ -135,6 +157,9 @@ async def test_a_picked_port_taken_first_is_left_and_another_one_serves(
         assert done.backend == "managed"
         assert "stolen" not in done.middle
         assert backend.supervisor.url != f"http://127.0.0.1:{port}"
+        started = (tmp_path / "llama-server-managed.log").read_text(errors="replace")
+        assert ("anyfill.daemon.managed.prebuilt_server" in started) == bool(runtime)
+
         child = backend.supervisor.process
         assert child is not None
         from anyfill.daemon.managed.ownership import port_owner
