@@ -22,6 +22,7 @@ from anyfill.config.store import default_config_text, parse_settings
 from anyfill.daemon.errors import AnyfillError, ConfigError
 
 KeyPath = tuple[str | int, ...]
+MANAGED_TYPE = "llamacpp-managed"
 
 
 def dotted(path: Sequence[str | int]) -> str:
@@ -172,8 +173,14 @@ class Draft(QObject):
         return f"{wanted}-{number}"
 
     def add_backend(self, backend: dict[str, Any], *, at: int | None = None) -> int:
+        """Add ``backend`` at ``at``; by default last, but before the managed servers at the
+        end of the list: those are the fallback anyfill runs itself, and a backend after
+        them would never be asked while they work."""
         backends = self.data["backends"]
         index = len(backends) if at is None else at
+        if at is None and backend.get("type") != MANAGED_TYPE:
+            while index > 0 and backends[index - 1].get("type") == MANAGED_TYPE:
+                index -= 1
         backend["name"] = self.unique_backend_name(str(backend["name"]))
         backends.insert(index, backend)
         self.origins.insert(index, None)
@@ -205,6 +212,11 @@ class Draft(QObject):
         self.typed_keys.insert(to, self.typed_keys.pop(index))
         self._sort_chain()
         self.touch()
+
+    def effective_chain(self) -> list[str]:
+        """The backends a completion asks, in order (``routing.default``, enabled ones)."""
+        enabled = {b["name"] for b in self.data["backends"] if b.get("enabled", True)}
+        return [name for name in self.data["routing"]["default"] if name in enabled]
 
     def _sort_chain(self) -> None:
         """The default chain follows the order of the backends list."""

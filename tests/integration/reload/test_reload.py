@@ -106,8 +106,7 @@ async def test_the_watcher_applies_good_versions_and_rejects_bad_ones(
         rejected = await asyncio.wait_for(events.__anext__(), 5)
         assert isinstance(rejected, SettingsRejected)
         assert rejected.problems == (
-            f"{path}:5: backends[0].max_tokens: Input should be greater than or equal to 1; "
-            "found 0",
+            f"{path}:5: backends[0].max_tokens: must be at least 1; found 0",
         )
         problem = await asyncio.wait_for(events.__anext__(), 5)
         assert isinstance(problem, Problem)
