@@ -77,12 +77,29 @@ def port_of(pid: str) -> int | None:
 
 
 def first_port_seen() -> int:
+    """Polls the process list, re-reading only young processes (a child between fork and
+    exec still shows its parent's command line): fast enough to beat a llama-server to its
+    bind now and then."""
     import os
 
+    tick = os.sysconf("SC_CLK_TCK")
+    old: set[str] = set()
     while True:
+        with open("/proc/uptime") as handle:
+            uptime = float(handle.read().split()[0])
         for pid in os.listdir("/proc"):
-            if pid.isdigit() and (port := port_of(pid)) is not None:
+            if pid in old or not pid.isdigit():
+                continue
+            port = port_of(pid)
+            if port is not None:
                 return port
+            try:
+                with open(f"/proc/{pid}/stat") as handle:
+                    started = int(handle.read().rsplit(")", 1)[1].split()[19]) / tick
+            except (OSError, ValueError, IndexError):
+                continue
+            if uptime - started > 5:
+                old.add(pid)
 
 
 def main() -> None:
