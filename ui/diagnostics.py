@@ -50,7 +50,9 @@ def findings_html(findings: list[Finding]) -> str:
 def verdict_of(findings: list[Finding]) -> Finding:
     """The doctor's own verdict line for these findings (as `anyfill doctor` prints it)."""
     failed = any(finding.status == "fail" for finding in findings)
-    return verdict_line(findings, EXIT_FAILURE if failed else EXIT_OK)
+    verdict = verdict_line(findings, EXIT_FAILURE if failed else EXIT_OK)
+    # The window shows the verdict first, the lines it sums up under it.
+    return Finding(verdict.status, verdict.topic, verdict.detail.replace(" above", " below"))
 
 
 def fitted(available: QRect, preferred: tuple[int, int] = PREFERRED_SIZE) -> QRect:
@@ -116,6 +118,20 @@ class DiagnosticsWindow(QWidget):
             f'<b style="color:{colour}">{mark} {html.escape(verdict.detail, quote=False)}</b>'
         )
         self._report.setText(findings_html(findings))
+        self._fit_height()
+
+    def _fit_height(self) -> None:
+        """As tall as the findings need, within the screen (they scroll beyond that)."""
+        room = fitted((self.screen() or QGuiApplication.primaryScreen()).availableGeometry())
+        layout = self.layout()
+        chrome = self.height() - self.scroll_area.viewport().height()
+        wanted = self._report.heightForWidth(self.scroll_area.viewport().width()) + chrome
+        if layout is not None:
+            wanted += layout.spacing()
+        height = max(min(wanted, room.height()), 240)
+        self.setGeometry(
+            room.left(), room.top() + (room.height() - height) // 2, room.width(), height
+        )
 
     def _failed(self, error: BaseException) -> None:
         self.verdict.setText(f"The checks could not run: {html.escape(str(error))}")
