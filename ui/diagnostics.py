@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import html
+import logging
 from pathlib import Path
 
 from PySide6.QtCore import QRect, Qt
@@ -28,6 +29,7 @@ from anyfill.daemon.doctor.checks import Finding, diagnose
 from anyfill.daemon.doctor.report import EXIT_FAILURE, EXIT_OK, verdict_line
 from anyfill.ui.bridge import CoreBridge
 
+log = logging.getLogger("anyfill.ui.diagnostics")
 _worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="anyfill-doctor")
 _MARKS = {"ok": ("✓", "#15803d"), "warn": ("!", "#b45309"), "fail": ("✗", "#dc2626")}
 PREFERRED_SIZE = (900, 620)
@@ -119,6 +121,10 @@ class DiagnosticsWindow(QWidget):
         )
         self._report.setText(findings_html(findings))
         self._fit_height()
+        # For a bug report (and the tests): the verdict and each line, never captured text.
+        log.info("diagnostics: %s", verdict.detail)
+        for finding in findings:
+            log.info("diagnostics: %s %s: %s", finding.status, finding.topic, finding.detail)
 
     def _fit_height(self) -> None:
         """As tall as the findings need, within the screen (they scroll beyond that)."""
