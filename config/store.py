@@ -11,6 +11,7 @@ import difflib
 import json
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -96,9 +97,22 @@ def write_default_config(path: Path, *, force: bool = False) -> Path:
 
 
 def atomic_write(path: Path, text: str) -> None:
+    """Replace the file's content at once (temporary file + rename).
+
+    A symbolic link is written through (its target is replaced, the link stays, so a
+    dotfiles checkout the link points into is what changes), and an existing file keeps
+    its permission bits (the temporary file is created 0600)."""
+    if path.is_symlink():
+        path = path.resolve()  # every hop followed; a dangling link names the file to create
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode: int | None = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = None
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        if mode is not None:
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -138,21 +152,21 @@ MAX_CONFIG_BYTES = 1024 * 1024
 def read_config_text(path: Path) -> str:
     """The file's text: a regular file of at most ``MAX_CONFIG_BYTES``, UTF-8 (a leading
     byte-order mark, as some Windows editors write, is dropped)."""
-    import stat
-
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror}", path=str(path)) from exc
+    # fstat before fdopen: Python refuses to wrap a directory (IsADirectoryError).
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise ConfigError(
+            "not a regular file (a directory, pipe or device); point --config or "
+            "ANYFILL_CONFIG at a settings file",
+            path=str(path),
+        )
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(
-                "not a regular file (a directory, pipe or device); point --config or "
-                "ANYFILL_CONFIG at a settings file",
-                path=str(path),
-            )
         if info.st_size > MAX_CONFIG_BYTES:
             raise ConfigError(
                 f"the file is {info.st_size / 2**20:.1f} MiB; a settings file is at most "

@@ -28,8 +28,14 @@ from typing import Literal
 from anyfill.config.model import Settings
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import PreviewClosed, PreviewShown, PreviewText
-from anyfill.daemon.completion import Completer, Completion, CompletionRequest, new_request_id
-from anyfill.daemon.context import Context
+from anyfill.daemon.completion import (
+    Completer,
+    Completion,
+    CompletionRequest,
+    OnChunk,
+    new_request_id,
+)
+from anyfill.daemon.context import CaretRect, Context, ScreenArea
 from anyfill.daemon.desktop.hotkeys import Hotkey, parse_hotkey
 from anyfill.daemon.desktop.ports import Desktop, Target
 from anyfill.daemon.errors import AnyfillError, RequestDropped
@@ -46,6 +52,19 @@ TRIGGER_HINT = "preview shortcut again: insert   ·   cancel shortcut: dismiss"
 LINE_CONTEXT_CHARS = 60
 """How much of the prefix's last line and the suffix's first line the popup shows."""
 _CODE_HINTS = ("{", "}", "(", ")", ";", "=", "def ", "return", "import ", "    ", "\t", "#")
+
+
+SUGGESTION_ACCEPT_KEYS = ("<tab>",)
+"""A suggestion as you type is taken with Tab only; Enter goes on to the application."""
+
+
+@dataclass(frozen=True)
+class Look:
+    """How a preview shows beyond the settings: a suggestion as you type, the app's font."""
+
+    auto: bool = False
+    font_family: str = ""
+    font_size: float = 0.0
 
 
 @dataclass
@@ -80,6 +99,7 @@ class _Session:
     """The accept key pressed while text was still streaming: insert when it is done."""
     trigger_accepts: bool = False
     """No accept key could be taken: the completion shortcut pressed again inserts."""
+    accept_chords: tuple[str, ...] = ()
 
     @property
     def current(self) -> _Alternative:
@@ -120,10 +140,10 @@ class PreviewController:
         session.events.put_nowait(("command", command))
         return True
 
-    def key_bindings(self) -> dict[str, Hotkey]:
+    def key_bindings(self, accept: tuple[str, ...] | None = None) -> dict[str, Hotkey]:
         ui = self._settings.ui
         keys: dict[str, Hotkey] = {}
-        for n, chord in enumerate(ui.preview_accept_keys):
+        for n, chord in enumerate(ui.preview_accept_keys if accept is None else accept):
             keys[f"accept{n}"] = parse_hotkey(chord)
         keys["dismiss"] = parse_hotkey(ui.preview_dismiss_key)
         keys["next"] = parse_hotkey(ui.preview_next_key)
@@ -131,16 +151,28 @@ class PreviewController:
         return keys
 
     async def run(
-        self, request: CompletionRequest, target: Target, completer: Completer
+        self,
+        request: CompletionRequest,
+        target: Target,
+        completer: Completer,
+        look: Look | None = None,
     ) -> Completion | None:
         """Show the preview for ``request`` until the user accepts (the completion to
-        insert is returned) or it closes (None; :attr:`last_reason` says why)."""
-        self._count += 1
-        context = request.context
-        chain = request.backends or tuple(self._settings.routing.default)
-        session = _Session(self._count, context, target, chain, completer)
-        self._session = session
-        bindings = self.key_bindings()
+        insert is returned) or it closes (None; :attr:`last_reason` says why).
+
+        ``look``: a suggestion as you type (only Tab accepts: Enter must reach the
+        application as a new line) and what the app told of its font."""
+        look = look or Look()
+        if look.auto:
+            # Nothing shows and no key is taken until there is something to show: the
+            # user typing on meanwhile cancels the request (the suggester's trigger).
+            known = await self._answer_first(request, target, completer)
+            if known is None:
+                return None
+            completer = known
+        session = self._open(request, target, completer, look)
+        context = session.context
+        bindings = self.key_bindings(session.accept_chords)
         reason = "cancelled"
         grabbed = False
         stop_watching: Callable[[], None] = _nothing
@@ -161,19 +193,7 @@ class PreviewController:
                 stop_watching = port.watch_activity(
                     lambda kind, code: self._on_activity(session, kind, code, own)
                 )
-            self._bus.publish(
-                PreviewShown(
-                    preview_id=session.preview_id,
-                    app=target.app,
-                    caret=caret,
-                    line_before=context.prefix.rsplit("\n", 1)[-1][-LINE_CONTEXT_CHARS:],
-                    line_after=context.suffix.split("\n", 1)[0][:LINE_CONTEXT_CHARS],
-                    monospace=looks_like_code(context.prefix[-400:] + context.suffix[:200]),
-                    keys=tuple((name, str(hotkey)) for name, hotkey in bindings.items()),
-                    screen=screen,
-                    hint=TRIGGER_HINT if session.trigger_accepts else "",
-                )
-            )
+            self._bus.publish(self._shown(session, look, caret, screen, bindings))
             focus_task = asyncio.create_task(self._watch_focus(session), name="preview-focus")
             self._start(session, request)
             result, reason = await self._decide(session)
@@ -205,6 +225,67 @@ class PreviewController:
                 if not await self._desktop.keys.wait_released(timeout):
                     log.warning("%s still held; sending it to the application anyway", passed)
                 await self._desktop.keys.press(passed)
+
+    def _open(
+        self, request: CompletionRequest, target: Target, completer: Completer, look: Look
+    ) -> _Session:
+        self._count += 1
+        chain = request.backends or tuple(self._settings.routing.default)
+        accept = (
+            SUGGESTION_ACCEPT_KEYS if look.auto else tuple(self._settings.ui.preview_accept_keys)
+        )
+        session = _Session(
+            self._count, request.context, target, chain, completer, accept_chords=accept
+        )
+        self._session = session
+        return session
+
+    def _shown(
+        self,
+        session: _Session,
+        look: Look,
+        caret: CaretRect | None,
+        screen: ScreenArea | None,
+        bindings: dict[str, Hotkey],
+    ) -> PreviewShown:
+        context, suggestions = session.context, self._settings.suggestions
+        return PreviewShown(
+            preview_id=session.preview_id,
+            app=session.target.app,
+            caret=caret,
+            line_before=context.prefix.rsplit("\n", 1)[-1][-LINE_CONTEXT_CHARS:],
+            line_after=context.suffix.split("\n", 1)[0][:LINE_CONTEXT_CHARS],
+            monospace=looks_like_code(context.prefix[-400:] + context.suffix[:200]),
+            keys=tuple((name, str(hotkey)) for name, hotkey in bindings.items()),
+            screen=screen,
+            hint=TRIGGER_HINT if session.trigger_accepts else "",
+            style=suggestions.style_for(look.auto),
+            auto=look.auto,
+            font_family=look.font_family,
+            font_size=look.font_size,
+            lines=suggestions.ghost_lines,
+        )
+
+    async def _answer_first(
+        self, request: CompletionRequest, target: Target, completer: Completer
+    ) -> Completer | None:
+        """A suggestion as you type: its whole answer first, then the preview (None, with
+        :attr:`last_reason`, when there is nothing to show or the focus moved)."""
+        try:
+            completion = await completer.complete(request)
+        except RequestDropped:
+            raise
+        except AnyfillError as exc:
+            self.last_reason = f"failed (the backend failed: {exc})"
+            return None
+        if not completion.middle:
+            self.last_reason = "empty"
+            return None
+        focused = self._desktop.windows.focused()
+        if focused is None or focused.window_id != target.window_id:
+            self.last_reason = "focus"
+            return None
+        return _Answered(completion)
 
     # -- the decision loop ------------------------------------------------------------
 
@@ -240,7 +321,7 @@ class PreviewController:
 
     def _on_key(self, session: _Session, name: str) -> None:
         if name.startswith("accept"):
-            chord = self._settings.ui.preview_accept_keys[int(name.removeprefix("accept"))]
+            chord = session.accept_chords[int(name.removeprefix("accept"))]
             session.events.put_nowait(("command", f"accept:{chord}"))
         else:
             session.events.put_nowait(("command", name))
@@ -383,6 +464,25 @@ class PreviewController:
             self._start(session, replace(base, id=new_request_id(), backends=fresh), then=sample)
         else:
             self._start(session, None, then=sample)
+
+
+class _Answered:
+    """A completer that already has its answer (a suggestion asked before it showed)."""
+
+    def __init__(self, completion: Completion) -> None:
+        self._completion = completion
+
+    async def complete(
+        self,
+        request: CompletionRequest,
+        on_text: Callable[[str], None] | None = None,
+        *,
+        on_chunk: OnChunk | None = None,
+    ) -> Completion:
+        return replace(self._completion, request_id=request.id)
+
+    async def cancel(self, request_id: str) -> bool:
+        return False
 
 
 def _with_error(session: _Session, reason: str) -> str:

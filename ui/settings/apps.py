@@ -35,6 +35,7 @@ MODES = (
     ("type", "type as key presses"),
     ("preview", "show a preview first"),
 )
+SUGGEST = ((None, "(the global setting)"), (True, "on"), (False, "off"))
 
 
 def summary(rule: dict[str, object]) -> str:
@@ -51,6 +52,8 @@ def summary(rule: dict[str, object]) -> str:
         parts.append(f"paste with {hotkey_label(str(rule['paste_keys']))}")
     if rule.get("copy_keys"):
         parts.append(f"copy with {hotkey_label(str(rule['copy_keys']))}")
+    if rule.get("suggest") is not None:
+        parts.append("suggestions " + ("on" if rule["suggest"] else "off"))
     if rule.get("backends"):
         parts.append("backends: " + ", ".join(rule["backends"]))  # type: ignore[arg-type]
     return "; ".join(parts) or "(nothing changed)"
@@ -140,6 +143,7 @@ class AppsPage(QWidget):
         )
         form.check("Turn anyfill off in these windows", ["disabled"])
         form.choice("Insert by", ["mode"], MODES)
+        form.choice("Suggest as I type", ["suggest"], SUGGEST)
         form.hotkey("Paste keys", ["paste_keys"], nullable=True)
         form.hotkey("Copy keys", ["copy_keys"], nullable=True)
         form.ordered(

@@ -8,6 +8,7 @@ problem is reported under its dotted key (``backends[0].url``) in the words of
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +19,7 @@ from PySide6.QtCore import QObject, Signal
 from anyfill.config.edit import problems_of, save_settings
 from anyfill.config.model import AppRule, Settings
 from anyfill.config.store import default_config_text, parse_settings
-from anyfill.daemon.errors import ConfigError
+from anyfill.daemon.errors import AnyfillError, ConfigError
 
 KeyPath = tuple[str | int, ...]
 MANAGED_TYPE = "llamacpp-managed"
@@ -44,6 +45,21 @@ def load_for_editing(path: Path) -> Settings:
     """The file's own settings, without ``ANYFILL_*`` overrides (those never get saved)."""
     text = path.read_text("utf-8") if path.exists() else default_config_text()
     return parse_settings(text, path=str(path), environ={})
+
+
+class NotSaved(ConfigError):
+    """A save failed; says why and exactly what was kept (the file is never half-written)."""
+
+    def __init__(self, cause: BaseException, stored: Sequence[str]) -> None:
+        reason = str(cause)
+        if isinstance(cause, OSError) and not isinstance(cause, AnyfillError):
+            reason = f"cannot write the file: {cause.strerror or cause}"
+        if stored:
+            names = ", ".join(f"'{name}'" for name in stored)
+            kept = f"the file is unchanged; the API key for {names} is in the keyring"
+        else:
+            kept = "nothing was changed"
+        super().__init__(f"{reason} ({kept})")
 
 
 class ChangedOnDisk(ConfigError):
@@ -251,12 +267,25 @@ class Draft(QObject):
             for backend, origin in zip(after.backends, self.origins, strict=True)
             if origin is not None and origin != backend.name
         }
-        saved = save_settings(self.path, before, after, renamed)
-        for new_name, old_name in renamed.items():
-            move_api_key(old_name, new_name)
-        for backend, key in zip(after.backends, self.typed_keys, strict=True):
-            if key.strip():
-                store_api_key(backend.name, key)
+        # The keyring first, the file last: a keyring that refuses leaves the file as it
+        # was (so "Not saved" is true, and the next Save sees no change on disk), and the
+        # keys moved so far go back.
+        moved: list[tuple[str, str]] = []
+        stored: list[str] = []
+        try:
+            for new_name, old_name in renamed.items():
+                if move_api_key(old_name, new_name):
+                    moved.append((old_name, new_name))
+            for backend, key in zip(after.backends, self.typed_keys, strict=True):
+                if key.strip():
+                    store_api_key(backend.name, key)
+                    stored.append(backend.name)
+            saved = save_settings(self.path, before, after, renamed)
+        except (AnyfillError, OSError) as exc:
+            for old_name, new_name in reversed(moved):
+                with contextlib.suppress(AnyfillError):
+                    move_api_key(new_name, old_name)
+            raise NotSaved(exc, stored) from exc
         self.saved = saved
         self.typed_keys = ["" for _ in saved.backends]
         self.origins = [b.name for b in saved.backends]

@@ -226,3 +226,15 @@ def test_settings_opens_the_panel_through_its_entry_point() -> None:
     (entry,) = entry_points(group="anyfill.frontends", name="settings")
     assert entry.value == "anyfill.ui.settings.standalone:run_settings"
     assert callable(entry.load())
+
+
+@pytest.mark.parametrize("command", [("config", "validate"), ("config", "show"), ("doctor",)])
+def test_a_config_path_that_is_a_directory_is_named_not_an_internal_error(
+    home: dict[str, str], command: tuple[str, ...]
+) -> None:
+    # The default path, which --config's own check does not see (issue 24).
+    (Path(home["XDG_CONFIG_HOME"]) / "anyfill" / "config.toml").mkdir(parents=True)
+    result = run(*command, env=home)
+    assert result.returncode != 0
+    assert "internal error" not in result.stderr + result.stdout
+    assert "config.toml: not a regular file" in result.stderr + result.stdout

@@ -5,6 +5,7 @@ their field and Save stays off; Test sends a real completion through the bridge.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import re
 import shutil
@@ -366,6 +367,34 @@ def test_test_tries_a_typed_key_before_it_is_saved_and_says_when_none_is_set(
     assert key not in config.read_text()
 
 
+def test_test_never_sends_a_typed_key_over_plain_http_to_another_host(
+    qtbot: QtBot, config: Path, panel_bridge: CoreBridge
+) -> None:
+    """The rule `complete` and the daemon keep (issue 24): the Test button keeps it too."""
+    from tests.servers.http import non_loopback_address
+    from tests.servers.mistral import MistralFim
+
+    host = non_loopback_address()
+    if host is None:
+        pytest.skip("this machine has no address besides loopback")
+    key = "sk-typed-in-the-panel-4567"
+    responder = MistralFim(default=Reply(text="a + b"), api_key=key)
+    with LoopbackServer.in_thread(responder, host=host) as server:
+        window = open_window(qtbot, config, panel_bridge)
+        backends = page(window, BackendsPage)
+        assert isinstance(backends, BackendsPage)
+        backends.list.setCurrentRow(1)  # codestral
+        retype(qtbot, backends.url, server.url)
+        qtbot.keyClicks(backends.key, key)
+        qtbot.mouseClick(backends.test, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: backends.result.text().startswith(("✓", "✗")), timeout=10000)
+        text = backends.result.text()
+        assert f"would send its API key unencrypted over http:// to {host}" in text, text
+        assert "allow_insecure_http" in text
+        assert server.requests == []  # nothing at all reached the other host
+    assert key not in text
+
+
 def test_dragging_a_backend_reorders_the_list_and_the_chain(qtbot: QtBot, config: Path) -> None:
     from PySide6.QtCore import QModelIndex
 
@@ -645,6 +674,154 @@ def test_each_type_shows_only_its_fields(qtbot: QtBot, config: Path) -> None:
     backends.apply_preset(PRESETS[0])  # back to a server of the user's own
     assert shown(("url",))
     assert not shown(("server", "context_size"))
+
+
+@pytest.fixture
+def dialogs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """The error dialogs the window opened, (title, text), instead of blocking on them."""
+    from PySide6.QtWidgets import QMessageBox
+
+    shown: list[tuple[str, str]] = []
+    monkeypatch.setattr(
+        QMessageBox, "critical", lambda parent, title, text, *a, **k: shown.append((title, text))
+    )
+    return shown
+
+
+def fill(mount: Path) -> None:
+    with contextlib.suppress(OSError), (mount / "filler").open("wb", buffering=0) as filler:
+        while True:
+            filler.write(bytes(4096))
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real tmpfs with no space left (mounted as root; skipped otherwise)."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mount = tmp_path / "full"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], check=True)
+    try:
+        fill(mount)
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def change_first_url(qtbot: QtBot, window: SettingsWindow) -> BackendsPage:
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    backends.list.setCurrentRow(0)
+    retype(qtbot, backends.url, "http://127.0.0.1:8081")
+    return backends
+
+
+def test_a_symlinked_config_is_written_through_the_link_and_keeps_its_mode(
+    qtbot: QtBot, tmp_path: Path, dialogs: list[tuple[str, str]]
+) -> None:
+    """Issue 24: the link was replaced by a regular file of mode 0600."""
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    target = dotfiles / "anyfill.toml"
+    target.write_text(USER_FILE)
+    target.chmod(0o644)
+    link = tmp_path / "config.toml"
+    link.symlink_to(target)
+    window = open_window(qtbot, link)
+    change_first_url(qtbot, window)
+    assert window.save(), dialogs
+    assert link.is_symlink()
+    assert link.readlink() == target
+    assert 'url = "http://127.0.0.1:8081"' in target.read_text()
+    assert target.stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in dotfiles.iterdir()) == ["anyfill.toml"]  # no temp file left
+    assert dialogs == []
+
+
+def test_a_refused_keyring_write_leaves_the_file_as_it_was_and_says_so(
+    qtbot: QtBot, config: Path, dialogs: list[tuple[str, str]], file_keyring: object
+) -> None:
+    """Issue 24: the file was written, then 'Not saved', then 'another program changed it'."""
+    import keyring
+    import keyring.backends.fail
+
+    window = open_window(qtbot, config)
+    backends = change_first_url(qtbot, window)
+    backends.list.setCurrentRow(1)  # codestral
+    qtbot.keyClicks(backends.key, "sk-refused-0123456789")
+    keyring.set_keyring(keyring.backends.fail.Keyring())
+    try:
+        assert not window.save()
+    finally:
+        keyring.set_keyring(file_keyring)
+    ((title, text),) = dialogs
+    assert title == "Not saved"
+    assert "the system keyring refused the key" in text
+    assert "nothing was changed" in text
+    assert config.read_text() == USER_FILE
+    # The keyring works again: the same Save goes through, no "another program changed it".
+    assert window.save()
+    assert len(dialogs) == 1
+    assert keyring.get_password("anyfill", "codestral") == "sk-refused-0123456789"
+    assert 'url = "http://127.0.0.1:8081"' in config.read_text()
+
+
+def test_a_keyring_on_a_full_disk_shows_a_message(
+    qtbot: QtBot, config: Path, dialogs: list[tuple[str, str]], full_disk: Path
+) -> None:
+    import keyring
+    from keyrings.alt.file import PlaintextKeyring
+
+    class FullDiskKeyring(PlaintextKeyring):  # type: ignore[misc]
+        @property
+        def file_path(self) -> str:
+            return str(full_disk / "keyring_pass.cfg")
+
+    window = open_window(qtbot, config)
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    backends.list.setCurrentRow(1)  # codestral
+    qtbot.keyClicks(backends.key, "sk-no-space-0123456789")
+    previous = keyring.get_keyring()
+    keyring.set_keyring(FullDiskKeyring())
+    try:
+        assert not window.save()
+    finally:
+        keyring.set_keyring(previous)
+    ((title, text),) = dialogs
+    assert title == "Not saved"
+    assert "No space left on device" in text, text
+    assert "sk-no-space" not in text
+    assert config.read_text() == USER_FILE
+
+
+def test_a_config_on_a_full_disk_says_what_was_kept(
+    qtbot: QtBot, full_disk: Path, dialogs: list[tuple[str, str]]
+) -> None:
+    import subprocess
+
+    import keyring
+
+    path = full_disk / "config.toml"
+    subprocess.run(["umount", "-l", str(full_disk)], check=True)  # room for the file first
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full_disk)], check=True)
+    path.write_text(USER_FILE)
+    fill(full_disk)
+    window = open_window(qtbot, path)
+    backends = change_first_url(qtbot, window)
+    backends.list.setCurrentRow(1)
+    qtbot.keyClicks(backends.key, "sk-kept-in-keyring-0123")
+    assert not window.save()
+    ((title, text),) = dialogs
+    assert title == "Not saved"
+    assert "No space left on device" in text, text
+    assert "the file is unchanged; the API key for 'codestral' is in the keyring" in text
+    assert path.read_text() == USER_FILE
+    assert keyring.get_password("anyfill", "codestral") == "sk-kept-in-keyring-0123"
 
 
 def test_a_backend_added_goes_before_the_managed_fallback_and_the_order_is_shown(
