@@ -90,11 +90,11 @@ def capture_strategies(
         "clipboard": ClipboardCapture(desktop, capture),
     }
     accessibility = AccessibilityCapture(capture)
-    if accessibility.unavailable:
-        if "accessibility" in settings.capture.strategies:
-            log.info("accessibility capture is off: %s", accessibility.unavailable)
-    else:
-        strategies["accessibility"] = accessibility
+    if accessibility.unavailable and "accessibility" in settings.capture.strategies:
+        log.info("accessibility capture is off for now: %s", accessibility.unavailable)
+    # Kept even when AT-SPI is missing now: installed or switched on later, it is used
+    # from the next press on (a press meanwhile moves on to the next strategy at once).
+    strategies["accessibility"] = accessibility
     return strategies
 
 
