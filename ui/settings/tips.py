@@ -96,18 +96,19 @@ TIPS: dict[str, str] = {
     "Ctrl+Shift+V); Backspace while recording: the global keys",
     "insert.apps.copy_keys": "The keys that copy in these windows (terminals use "
     "Ctrl+Shift+C); Backspace while recording: the global keys",
-    "insert.apps.suggest": "Suggestions as you type in these windows: on, off, or as the "
-    "Suggestions page says",
     "insert.apps.capture": "How the text is read here; none ticked: the global methods",
+    "insert.apps.suggest": "Suggestions as you type in these windows: on, off, or the "
+    "Suggestions page's choice",
+    "suggestions.auto": "Show a dimmed suggestion at the caret when you pause while typing; "
+    "Tab takes it, Esc or typing on ignores it. Off: only the hotkeys ask",
+    "suggestions.ghost_lines": "How many lines of a longer suggestion show at the caret; Tab "
+    "still inserts all of it",
     "insert.apps.backends": "Which backends answer here; none ticked: the default chain",
     # Completion
     "completion.single_line": "Ask for one line only: 'auto' does when text follows the caret "
     "on its line, so the answer does not run over it",
     "completion.max_prefix_chars": "At most this much text before the caret is sent to the backend",
     "completion.max_suffix_chars": "At most this much text after the caret is sent to the backend",
-    # Suggestions
-    "suggestions.auto": "Ask by itself when you pause typing; off: only the hotkeys ask",
-    "suggestions.ghost_lines": "How many lines of a suggestion the dimmed text at the caret shows",
     # Privacy, advanced
     "privacy.log_text": "Off: the log shows only lengths, never your text or the answers",
     "privacy.mqtt_text": "Off: MQTT events carry no captured text, only what happened",
