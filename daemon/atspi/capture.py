@@ -91,7 +91,10 @@ class AccessibilityCapture:
             return None
         pid = target.pid
         try:
-            field, _ = await self._session.call(lambda atspi: _read(atspi, pid), TIMEOUT_S)
+            # The longer wait: the application is busy with the text just inserted, and a
+            # read that gives up reports "sent ... could not be read back" for text that
+            # landed.
+            field, _ = await self._session.call(lambda atspi: _read(atspi, pid), FIRST_TIMEOUT_S)
         except (TimeoutError, CaptureError, NoAccessibility) as exc:
             log.info("reading the text back over AT-SPI failed: %s", exc or "no answer")
             return None
