@@ -227,7 +227,12 @@ def _tray_shows_settings() -> bool:
 @click.option("--url", help="Ad-hoc backend URL.")
 @click.option("--model", help="Model for the ad-hoc backend.")
 @click.option("--api-key-env", metavar="VAR", help="Environment variable with the ad-hoc key.")
-@click.option("--max-tokens", type=click.IntRange(1, 32768))
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(1, 32768),
+    metavar="N",
+    help="Longest answer, in tokens (default: the backend's max_tokens).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print backend, mode, timing and raw text.")
 @pass_state
 def complete(state: CliState, /, **options: Any) -> int:
@@ -238,7 +243,8 @@ def complete(state: CliState, /, **options: Any) -> int:
       FILE or -                     a document holding one cursor marker
       --prefix-file/--suffix-file   the text before and after the cursor
       --jsonl IN.jsonl              {"id","prefix","suffix"} per line; prints one
-                                    {"id","middle","backend","ms","error"} per line
+                                    {"id","line","middle","backend","ms","error"}
+                                    per line ("line": its line number in IN.jsonl)
     Backend: --backend NAME from the configuration, or an ad-hoc one with
     --type TYPE --url URL [--model M] [--api-key-env VAR], TYPE being one of
     llamacpp, ollama, openai-completions, mistral-fim, openai-chat, anthropic, gemini.
@@ -501,19 +507,30 @@ def config_show(state: CliState, changed: bool) -> None:
     """Print the effective configuration (file + environment) as TOML."""
     import tomlkit
 
-    from anyfill.config.store import shown_settings
+    from anyfill.config.store import removed_default_backends, shown_settings
 
-    data = shown_settings(state.settings(), changed_only=changed)
+    settings = state.settings()
+    data = shown_settings(settings, changed_only=changed)
     click.echo(tomlkit.dumps(data), nl=False)
+    removed = removed_default_backends(settings) if changed else []
+    if removed:
+        click.echo(f"# default backends left out of the file: {', '.join(removed)}")
 
 
 @config.command("validate")
 @pass_state
 def config_validate(state: CliState) -> None:
-    """Check the configuration file; exits 2 and names each problem's line and key."""
+    """Check the configuration file; exits 2 and names each problem's line and key.
+
+    No file is no problem (as for `anyfill doctor`): the defaults are in force."""
     from anyfill.config.store import load_settings
 
     path = state.resolved_config_path()
+    if not path.exists():
+        click.echo(
+            f"{path}: no file, so the defaults are in force ('anyfill config init' writes one)"
+        )
+        return
     load_settings(path, missing_ok=False)
     click.echo(f"{path}: ok")
 

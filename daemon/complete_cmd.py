@@ -12,6 +12,7 @@ import asyncio
 import io
 import json
 import logging
+import math
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from anyfill.config.secrets import resolve_api_key
 from anyfill.daemon.completion import Completion, CompletionRequest
 from anyfill.daemon.context import Context
 from anyfill.daemon.engine.engine import Engine
-from anyfill.daemon.engine.patience import MAX_BATCH_CONCURRENCY, complete_patiently
+from anyfill.daemon.engine.patience import MAX_BATCH_CONCURRENCY, RatePacer, complete_patiently
 from anyfill.daemon.errors import AnyfillError, NeedsKeyError, error_text
 from anyfill.daemon.log import redact, setup_logging
 
@@ -308,6 +309,15 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number as a float; ``1e999`` would become infinity, which no JSON answer can
+    echo back (the line's id is repeated in its result), so the line is a bad one."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is too large")
+    return value
+
+
 def _unicode_problem(*texts: str) -> bool:
     """A lone surrogate (``"\\ud800"``) is valid JSON syntax but no Unicode text."""
     try:
@@ -323,7 +333,7 @@ def _parse_line(number: int, line: str) -> _Line:
         limit = MAX_JSONL_LINE_CHARS // 2**20
         return _Line(number, None, None, f"line {number}: longer than {limit} MiB; skipped")
     try:
-        obj = json.loads(line, parse_constant=_reject_constant)
+        obj = json.loads(line, parse_constant=_reject_constant, parse_float=_finite_float)
     except ValueError as exc:
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
         return _Line(number, None, None, f"line {number}: not JSON ({reason})")
@@ -361,6 +371,7 @@ async def _run_batch(
         settings.backend(name).limits.max_concurrent for name in chain if _has(settings, name)
     )
     gate = asyncio.Semaphore(max(1, min(MAX_BATCH_CONCURRENCY, limit)))
+    pacer = RatePacer(asyncio.get_running_loop().time)
     failed = False
     async with Engine(settings) as engine:
 
@@ -384,7 +395,7 @@ async def _run_batch(
             )
             async with gate:
                 try:
-                    done = await complete_patiently(engine, request, asyncio.sleep)
+                    done = await complete_patiently(engine, request, asyncio.sleep, pacer)
                 except AnyfillError as exc:
                     log.info("line %d failed: %s", line.number, error_text(exc))
                     return {**out, "error": redact(error_text(exc))}

@@ -28,6 +28,8 @@ class AppSettings:
     """The backend chain for this app; empty: ``routing.default``."""
     rule: str
     """The pattern of the rule that matched ('' when none did), for logs and messages."""
+    suggest: bool | None = None
+    """Suggestions as you type here: the rule's ``suggest``; None: ``suggestions.auto``."""
 
 
 def resolve(
@@ -41,6 +43,7 @@ def resolve(
         paste_keys=(rule.paste_keys if rule and rule.paste_keys else insert.paste_keys),
         copy_keys=(rule.copy_keys if rule and rule.copy_keys else insert.copy_keys),
         backends=tuple(rule.backends or ()) if rule else (),
+        suggest=rule.suggest if rule else None,
         rule=(rule.match or f"title {rule.title}") if rule else "",
     )
 
