@@ -17,6 +17,8 @@ import pytest
 from anyfill.daemon.evaluation.problems import Problem, load_problems
 from tests.servers.fixtures import StartServer
 from tests.servers.humaneval import AnswerKey, canonical, wrong
+from tests.servers.llamacpp import LlamaCpp
+from tests.servers.script import Reply
 
 SINGLE_LINE = list(load_problems("single-line"))
 FIRST = SINGLE_LINE[0]  # HumanEval/0: has_close_elements, L0 is its outer `for` line
@@ -323,3 +325,22 @@ async def test_every_problem_is_asked_of_the_backend_not_of_the_cache(
     (box,) = run.json()["backends"]
     assert box["answered"] == 40
     assert sorted(key.asked) == sorted(p.task_id for p in problems)
+
+
+async def test_a_backend_that_only_rate_limits_ends_the_run_with_its_errors(
+    loopback: StartServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Every answer a 429: the problems share one pacer (as --jsonl lines do), so after the
+    first one gave up the rest are not each waited out; the run ends and says why."""
+    srv = await loopback(LlamaCpp(default=Reply(error="rate_limit", retry_after="1")))
+    configure(env, tmp_path, box=srv.url)
+    out = tmp_path / "out"
+    run = await anyfill_eval(env, "--limit", "6", "--json", "--out", str(out), timeout=120)
+    assert run.code == 1, run.err  # nothing answered: probably misconfigured
+    (box,) = run.json()["backends"]
+    assert (box["finished"], box["answered"], box["failed"]) == (6, 0, 6)
+    assert box["exact_match"] == 0.0
+    lines = results(out)
+    assert all(line["error"].startswith("rate limited") for line in lines)
+    completions = [r for r in srv.requests if r.path in ("/v1/completions", "/infill")]
+    assert len(completions) <= 4 + 5  # the first problem's tries, then one each at most
