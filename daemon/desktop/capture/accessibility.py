@@ -13,11 +13,13 @@ import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from anyfill.config.model import CaptureConfig, CaptureStrategy
 from anyfill.daemon.context import CaretRect
 from anyfill.daemon.desktop.apprules import AppSettings
+from anyfill.daemon.desktop.capture.atspi_fields import window_text_fields
 from anyfill.daemon.desktop.capture.base import Captured, trimmed
 from anyfill.daemon.desktop.ports import Target
 from anyfill.daemon.errors import CaptureError, SecureField
@@ -77,7 +79,7 @@ class AccessibilityCapture:
         loop = asyncio.get_running_loop()
         try:
             found = await asyncio.wait_for(
-                loop.run_in_executor(self._thread, self._read, target.pid),
+                loop.run_in_executor(self._thread, self._read, target.pid, app.read_fields),
                 TIMEOUT_S if target.pid in self._answered else FIRST_TIMEOUT_S,
             )
         except TimeoutError as exc:
@@ -90,8 +92,11 @@ class AccessibilityCapture:
             raise
         self._absent.pop(target.pid, None)
         self._answered.add(target.pid)
-        prefix, suffix, caret = found
-        return trimmed(prefix, suffix, target, "accessibility", self._config, caret=caret)
+        (prefix, suffix, caret), fields = found
+        captured = trimmed(prefix, suffix, target, "accessibility", self._config, caret=caret)
+        if fields:
+            captured = replace(captured, context=replace(captured.context, fields=fields))
+        return captured
 
     async def read_back(self, target: Target, app: AppSettings) -> str | None:
         """The text before the caret now, read the same way (no keys, no clipboard)."""
@@ -99,7 +104,7 @@ class AccessibilityCapture:
             return None
         loop = asyncio.get_running_loop()
         try:
-            prefix, _, _ = await asyncio.wait_for(
+            (prefix, _, _), _ = await asyncio.wait_for(
                 loop.run_in_executor(self._thread, self._read, target.pid), TIMEOUT_S
             )
         except (TimeoutError, CaptureError) as exc:
@@ -107,7 +112,10 @@ class AccessibilityCapture:
             return None
         return str(prefix)
 
-    def _read(self, pid: int) -> tuple[str, str, CaretRect | None]:
+    def _read(
+        self, pid: int, fields: bool = False
+    ) -> tuple[tuple[str, str, CaretRect | None], tuple[tuple[str, str], ...]]:
+        """The text around the caret and, with ``fields``, the window's other text fields."""
         if not self._connected:
             # libatspi aborts the whole process (g_error) when it cannot reach the bus,
             # so the bus is checked the way libatspi finds it before its first call.
@@ -126,7 +134,8 @@ class AccessibilityCapture:
             if app is not None and app.get_process_id() == pid:
                 node = _focused(atspi, app)
                 if node is not None:
-                    return _text_around_caret(atspi, node)
+                    around = _text_around_caret(atspi, node)
+                    return around, window_text_fields(atspi, node) if fields else ()
         raise CaptureError("the application exposes no focused text field over AT-SPI")
 
 
