@@ -34,6 +34,7 @@ from anyfill.ui.settings.advanced import AdvancedPage
 from anyfill.ui.settings.apps import AppsPage
 from anyfill.ui.settings.backends import BackendsPage
 from anyfill.ui.settings.capture import CapturePage
+from anyfill.ui.settings.context import ContextPage
 from anyfill.ui.settings.draft import ChangedOnDisk, Draft, dotted, load_for_editing
 from anyfill.ui.settings.fields import ERROR_STYLE, Form, roomy
 from anyfill.ui.settings.hotkeys import HotkeysPage
@@ -50,6 +51,7 @@ PAGE_ICONS: dict[type, QStyle.StandardPixmap] = {
     CapturePage: QStyle.StandardPixmap.SP_FileDialogContentsView,
     AppsPage: QStyle.StandardPixmap.SP_DesktopIcon,
     PrivacyPage: QStyle.StandardPixmap.SP_DialogNoButton,
+    ContextPage: QStyle.StandardPixmap.SP_FileDialogInfoView,
     AdvancedPage: QStyle.StandardPixmap.SP_FileDialogDetailedView,
 }
 
@@ -105,6 +107,7 @@ class SettingsWindow(QWidget):
             CapturePage(self.draft),
             AppsPage(self.draft, bridge),
             PrivacyPage(self.draft),
+            ContextPage(self.draft),
             AdvancedPage(self.draft),
         ]
         self.stack = QStackedWidget()
