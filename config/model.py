@@ -379,6 +379,10 @@ class AppRule(Section):
     context_clipboard: bool | None = Field(
         None, description="Send recent clipboard text as context (only with [context] clipboard)."
     )
+    suggest: bool | None = Field(
+        None,
+        description="Suggestions as you type in this application (unset: suggestions.auto).",
+    )
 
     @field_validator("match", "title")
     @classmethod
@@ -413,8 +417,9 @@ def _default_app_rules() -> list[AppRule]:
             capture=["clipboard"],
             paste_keys="<ctrl>+<shift>+v",
             copy_keys="<ctrl>+<shift>+c",
+            suggest=False,
         ),
-        AppRule(match=secrets, disabled=True),
+        AppRule(match=secrets, disabled=True, suggest=False),
     ]
 
 
@@ -513,6 +518,73 @@ class ContextConfig(Section):
             "proton pass",
         ],
         description="Window classes or processes that never get or give context.",
+    )
+
+
+PAUSE_MIN_MS = 100
+PAUSE_MAX_MS = 1000
+
+
+class SuggestionsConfig(Section):
+    """Suggestions as you type: opt-in; the hotkeys stay the default way to ask."""
+
+    auto: bool = Field(
+        False,
+        description="Ask by itself when you pause typing (off: only the hotkeys ask). It "
+        "listens to the focused application's accessibility text events, which switches "
+        "some Qt applications into their screen-reader mode.",
+    )
+    style: Literal["ghost", "popup"] | None = Field(
+        None,
+        description="How a suggestion shows, for the preview hotkey too: dimmed text at the "
+        "caret (ghost) or the boxed popup; unset: ghost for suggestions as you type, the "
+        "popup for the hotkey. Ghost text falls back to the popup where no caret is known.",
+    )
+
+    def style_for(self, auto: bool) -> Literal["ghost", "popup"]:
+        """The style in force for a suggestion as you type (``auto``) or the hotkey."""
+        return self.style or ("ghost" if auto else "popup")
+
+    pause_ms: int = Field(
+        0,
+        ge=0,
+        le=PAUSE_MAX_MS,
+        description=f"The pause before asking, {PAUSE_MIN_MS}-{PAUSE_MAX_MS} ms; 0: adaptive "
+        "(from your typing rhythm and the backend's recent latency).",
+    )
+    backends: list[str] | None = Field(
+        None,
+        description="Backends asked automatically (unset: the hotkey's chain, "
+        "routing.default); only local ones unless cloud_auto is on.",
+    )
+    cloud_auto: bool = Field(
+        False,
+        description="Let suggestions as you type ask backends that are not on this machine "
+        "(a paid cloud API); off: only local backends are asked automatically.",
+    )
+    max_chars_after_caret: int = Field(
+        8,
+        ge=0,
+        le=200,
+        description="Do not ask when more than this many characters follow the caret on "
+        "its line (you are editing, not writing on).",
+    )
+    ghost_lines: int = Field(
+        3, ge=1, le=20, description="How many lines of a multi-line suggestion the ghost shows."
+    )
+
+    @field_validator("pause_ms")
+    @classmethod
+    def _pause(cls, value: int) -> int:
+        if value and value < PAUSE_MIN_MS:
+            raise ValueError(f"0 (adaptive) or {PAUSE_MIN_MS}-{PAUSE_MAX_MS} ms")
+        return value
+
+
+def is_local_backend(backend: BackendConfig) -> bool:
+    """On this machine: asked automatically even without ``suggestions.cloud_auto``."""
+    return backend.type == "llamacpp-managed" or (
+        backend.type != "mqtt" and is_loopback(backend.url)
     )
 
 
@@ -672,6 +744,7 @@ class Settings(Section):
     insert: InsertConfig = Field(default_factory=InsertConfig)
     completion: CompletionConfig = Field(default_factory=CompletionConfig)
     ui: UiConfig = Field(default_factory=UiConfig)
+    suggestions: SuggestionsConfig = Field(default_factory=SuggestionsConfig)
     mqtt: MqttConfig = Field(default_factory=MqttConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     models: ModelsConfig = Field(default_factory=ModelsConfig)
@@ -707,6 +780,12 @@ class Settings(Section):
                 f"routing.default names unknown backend(s) {', '.join(unknown)}; "
                 f"defined: {', '.join(names) or 'none'}"
             )
+        unknown = [name for name in self.suggestions.backends or () if name not in names]
+        if unknown:
+            raise ValueError(
+                f"suggestions.backends names unknown backend(s) {', '.join(unknown)}; "
+                f"defined: {', '.join(names) or 'none'}"
+            )
         for rule in self.insert.apps:
             unknown = [name for name in rule.backends or () if name not in names]
             if unknown:
@@ -715,6 +794,14 @@ class Settings(Section):
                     f"{', '.join(unknown)}; defined: {', '.join(names) or 'none'}"
                 )
         return self
+
+    def suggestion_chain(self, app_chain: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """The backends suggestions as you type may ask: ``suggestions.backends``, else the
+        app's or the default chain; without ``cloud_auto`` only the local ones."""
+        chain = self.suggestions.backends or list(app_chain) or self.routing.default
+        if self.suggestions.cloud_auto:
+            return tuple(chain)
+        return tuple(name for name in chain if is_local_backend(self.backend(name)))
 
     def backend(self, name: str) -> BackendConfig:
         for backend in self.backends:

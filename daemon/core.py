@@ -56,6 +56,8 @@ class Core:
         self.config_path = config_path
         """The file watched for changes (``None``: the default path)."""
         self._paused = False
+        self.suggestions_paused = False
+        """The tray's one-click pause of suggestions as you type (the hotkeys go on)."""
         self.pipeline: Pipeline | None = None
         self.preview: PreviewPort | None = None
         self.ui = ""
@@ -114,7 +116,14 @@ class Core:
             insert_mode=self.settings.insert.mode,
             chain=tuple(self.settings.routing.default),
             backends=enabled,
+            suggestions=self._suggestions_state(),
         )
+
+    def _suggestions_state(self) -> str:
+        settings = self.settings
+        if not (settings.suggestions.auto or any(r.suggest for r in settings.insert.apps)):
+            return "off"
+        return "paused" if self.suggestions_paused or self.paused else "on"
 
     def announce(self) -> DaemonStatus:
         status = self.status()
@@ -139,6 +148,13 @@ class Core:
         if self.paused:
             self.paused = False
             log.info("resumed")
+        return self.announce()
+
+    def pause_suggestions(self, paused: bool) -> DaemonStatus:
+        """Pause or resume suggestions as you type; the hotkeys keep working."""
+        if paused != self.suggestions_paused:
+            self.suggestions_paused = paused
+            log.info("suggestions as you type %s", "paused" if paused else "resumed")
         return self.announce()
 
     def set_insert_mode(self, mode: str) -> DaemonStatus:

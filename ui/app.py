@@ -33,6 +33,7 @@ from anyfill.daemon.managed.optional import quiet_when_absent
 from anyfill.daemon.models.download import ModelDownload
 from anyfill.daemon.scheduler.events import AttemptFinished
 from anyfill.ui.bridge import CoreBridge
+from anyfill.ui.ghost import GhostText
 from anyfill.ui.history import History
 from anyfill.ui.layer_surface import LayerPresenter
 from anyfill.ui.managed import ModelDownloads, problem_of_server
@@ -73,6 +74,8 @@ class TrayApp(QObject):
         self.windows = WindowHost(self.bridge, config_path)
         self.layer = LayerPresenter.connect_default() if on_wayland() else None
         self.popup = PreviewPopup(settings.ui.preview_font_size, presenter=self.layer)
+        # Ghost text is an X11 window at the caret; on Wayland the layer surface's popup.
+        self.ghost = GhostText() if self.layer is None else None
         self.downloads = ModelDownloads(self.bridge, self.notifier)
         self.tray = Tray(
             self.bridge, self.state, self.history, self.windows, self.quit, downloads=self.downloads
@@ -117,6 +120,8 @@ class TrayApp(QObject):
 
     def quit(self) -> None:
         self.popup.hide()
+        if self.ghost is not None:
+            self.ghost.hide()
         self.app.quit()
 
     # -- from the core ----------------------------------------------------------------
@@ -170,6 +175,10 @@ class TrayApp(QObject):
 
     def on_event(self, event: object) -> None:
         if isinstance(event, PreviewText):
+            if self.ghost is not None and event.preview_id == self.ghost.preview_id:
+                self.ghost.show_text(event)
+                log.debug("ghost %d: %d characters", event.preview_id, len(event.text))
+                return
             self.popup.show_text(event)
             log.debug(
                 "popup %d: %d characters%s",
@@ -178,7 +187,10 @@ class TrayApp(QObject):
                 " (final)" if event.final else "",
             )
             return
-        if isinstance(event, PreviewShown):
+        if isinstance(event, PreviewShown) and self.ghost is not None and self.ghost.fits(event):
+            self.ghost.open_for(event)
+            log.debug("ghost %d opened at the caret %s", event.preview_id, event.caret)
+        elif isinstance(event, PreviewShown):
             self.popup.open_for(event)
             if self.popup.at_fixed_place:
                 log.debug(
@@ -195,6 +207,8 @@ class TrayApp(QObject):
                 )
         elif isinstance(event, PreviewClosed):
             self.popup.close_for(event.preview_id)
+            if self.ghost is not None:
+                self.ghost.close_for(event.preview_id)
             log.debug("popup %d closed: %s", event.preview_id, event.reason)
         elif isinstance(event, PressFinished):
             self.tray.on_finished(event)
@@ -227,11 +241,11 @@ def run_tray(settings: Settings, config_path: Path) -> int:
         # The desktop path is X11 (also for Xwayland apps in a Wayland session): the popup
         # must be an X11 window too, or it cannot be placed at their caret.
         os.environ["QT_QPA_PLATFORM"] = "xcb"
-    if desktop_kind() == "wayland":
-        # libatspi (the core's AT-SPI thread) dispatches its D-Bus connection from GLib's
-        # default main context; Qt's GLib event dispatcher would dispatch that context on
-        # the GUI thread at the same time, racing libatspi (AT-SPI calls hung, a crash).
-        os.environ.setdefault("QT_NO_GLIB", "1")
+    # On every platform: libatspi (the core's AT-SPI thread) attaches the connections it
+    # opens to applications to GLib's default main context; Qt's GLib event dispatcher
+    # would dispatch that context on the GUI thread at the same time, racing libatspi
+    # (a segfault when an application closed, AT-SPI calls that stalled past their wait).
+    os.environ.setdefault("QT_NO_GLIB", "1")
     app = QApplication.instance() or QApplication(["anyfill"])
     assert isinstance(app, QApplication)
     app.setApplicationName("anyfill")

@@ -45,6 +45,8 @@ class TrayState:
     insert_mode: str = "paste"
     chain: tuple[str, ...] = ()
     backends: tuple[str, ...] = ()
+    suggestions: str = "off"
+    """Suggestions as you type: off, on, paused (``DaemonStatus.suggestions``)."""
     in_flight: set[int] = field(default_factory=set)
     preview_open: int | None = None
     cooling: dict[str, str] = field(default_factory=dict)
@@ -73,6 +75,7 @@ class TrayState:
         if isinstance(event, DaemonStatus):
             self.paused, self.insert_mode = event.paused, event.insert_mode
             self.chain, self.backends = event.chain, event.backends
+            self.suggestions = event.suggestions
         elif isinstance(event, PressStarted):
             self.in_flight.add(event.press_id)
         elif isinstance(event, PressFinished):
@@ -174,6 +177,8 @@ class TrayState:
             share = f" ({100 * done // total}%)" if total else ""
             lines.append(f"downloading {self.download.model}: {human_size(done)}{share}")
         lines.append(f"insert: {self.insert_mode}")
+        if self.suggestions != "off":
+            lines.append(f"suggestions as you type: {self.suggestions}")
         if self.last_ms is not None:
             lines.append(f"last: {self.last_ms:.0f} ms ({self.last_backend})")
         tokens, cost = self.tokens_today()

@@ -85,6 +85,14 @@ class Tray(QObject):
             menu.addAction("Resume", self._bridge.resume)
         else:
             menu.addAction("Pause", self._bridge.pause)
+        if state.suggestions == "on":
+            menu.addAction(
+                "Pause suggestions as you type", lambda: self._bridge.pause_suggestions(True)
+            )
+        elif state.suggestions == "paused" and not state.paused:
+            menu.addAction(
+                "Resume suggestions as you type", lambda: self._bridge.pause_suggestions(False)
+            )
 
         modes = menu.addMenu("Insert mode")
         group = QActionGroup(modes)

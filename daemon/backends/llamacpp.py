@@ -143,7 +143,7 @@ class LlamaCppBackend(HttpBackend):
     def _common(self, prompt: FimPrompt) -> dict[str, Any]:
         return {
             "n_predict": self.max_tokens(prompt),
-            "temperature": self.config.temperature,
+            **self.sampling(prompt),
             "cache_prompt": True,
             "t_max_predict_ms": DEFAULT_T_MAX_PREDICT_MS,
             "stream": True,
@@ -294,7 +294,7 @@ class LlamaCppBackend(HttpBackend):
                     for p in prompts
                 ],
                 "max_tokens": self.max_tokens(first),
-                "temperature": self.config.temperature,
+                **self.sampling(first),
                 "stop": self.stops(template.stop, first),
                 "cache_prompt": True,
                 "stream": False,

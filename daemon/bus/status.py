@@ -24,6 +24,8 @@ class DaemonStatus:
     """Backends asked in order for a completion (the first one is the active backend)."""
     backends: tuple[str, ...] = ()
     """Every enabled backend, for the tray's "first backend" menu."""
+    suggestions: str = "off"
+    """Suggestions as you type: ``off`` (the setting), ``on``, or ``paused`` (the tray)."""
 
     @property
     def topic(self) -> str:
@@ -95,6 +97,15 @@ class PreviewShown:
     hint: str = ""
     """Said instead of the keys when the popup has no key to insert with (Wayland
     without compositor IPC): how to insert and dismiss."""
+    style: str = "popup"
+    """``ghost``: dimmed text at the caret (the popup where no caret is known); ``popup``."""
+    auto: bool = False
+    """A suggestion as you type (no key was pressed for it)."""
+    font_family: str = ""
+    font_size: float = 0.0
+    """The application's font at the caret where it tells (points; 0: unknown)."""
+    lines: int = 3
+    """How many lines of a multi-line completion the ghost shows."""
 
     @property
     def topic(self) -> str:
@@ -114,6 +125,9 @@ class PreviewText:
     alternative: int = 0
     """Which alternative this is (0: the first answer; Alt+]/Alt+[ move between them)."""
     error: str = ""
+    how: str = ""
+    """What an alternative is: "next backend" (another backend's answer) or "another
+    sample" (the same backend asked again with another seed); '' for the first answer."""
 
     @property
     def topic(self) -> str:

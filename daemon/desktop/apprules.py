@@ -30,6 +30,8 @@ class AppSettings:
     """The pattern of the rule that matched ('' when none did), for logs and messages."""
     read_fields: bool = False
     """Whether the capture also reads the window's other text fields (context source)."""
+    suggest: bool | None = None
+    """Suggestions as you type here: the rule's ``suggest``; None: ``suggestions.auto``."""
 
 
 def resolve(
@@ -43,6 +45,7 @@ def resolve(
         paste_keys=(rule.paste_keys if rule and rule.paste_keys else insert.paste_keys),
         copy_keys=(rule.copy_keys if rule and rule.copy_keys else insert.copy_keys),
         backends=tuple(rule.backends or ()) if rule else (),
+        suggest=rule.suggest if rule else None,
         rule=(rule.match or f"title {rule.title}") if rule else "",
     )
 

@@ -13,16 +13,22 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Mapping
-from dataclasses import replace
-from typing import TypeVar
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, replace
+from typing import Literal, TypeVar
 
 from anyfill.config.model import CaptureStrategy, Settings
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import PressFinished, PressStarted, PressStatus
 from anyfill.daemon.completion import Completer, Completion, CompletionRequest
 from anyfill.daemon.desktop import apprules
-from anyfill.daemon.desktop.capture.base import Captured, ReadBack, Strategy, capture
+from anyfill.daemon.desktop.capture.base import (
+    Captured,
+    ReadBack,
+    ReadBackAround,
+    Strategy,
+    capture,
+)
 from anyfill.daemon.desktop.context_sources import (
     PASSWORD_HINT,
     ContextMemory,
@@ -33,10 +39,11 @@ from anyfill.daemon.desktop.hotkeys import Action
 from anyfill.daemon.desktop.inject.focus import ensure_focus
 from anyfill.daemon.desktop.inject.inserter import Inserter
 from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Target
-from anyfill.daemon.desktop.preview import PreviewController
+from anyfill.daemon.desktop.preview import Look, PreviewController
 from anyfill.daemon.errors import AnyfillError, FocusChanged, SecureField, error_text
 from anyfill.daemon.log import Private
 from anyfill.daemon.settings.live import Reader, reader
+from anyfill.daemon.waiting import Interrupted, Interruptions, run_interruptibly
 
 log = logging.getLogger("anyfill.pipeline")
 
@@ -45,12 +52,28 @@ Status = PressStatus
 VERIFY_CHARS = 200
 """The read-back must end with this much of the captured prefix plus the completion."""
 UNCHANGED = "the completion did not land: the text before the caret is unchanged"
+AFTER_CHANGED = "the text after the caret is not what it was: check the document"
 INSERT_RETRIES = 1
 """A paste the read-back shows dropped, with the text unchanged, is sent once more."""
 
 
 Outcome = PressFinished
 """What became of one press (the bus event itself: nothing is copied)."""
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A suggestion as you type, ready to show: what the suggester read and decided."""
+
+    captured: Captured
+    target: Target
+    app: apprules.AppSettings
+    chain: tuple[str, ...]
+    completer: Completer
+    """The engine, wrapped to time it (or a fixed answer: type-through)."""
+    look: Look
+    read_back: ReadBack | None = None
+    """Reads the field again the way the suggester read it, to check the insertion."""
 
 
 class Pipeline:
@@ -79,6 +102,8 @@ class Pipeline:
         """Accepted completions and clipboard texts, the context sources that outlive a
         press (in memory only)."""
         self._current: asyncio.Task[Outcome] | None = None
+        self._suggestion: asyncio.Task[Outcome] | None = None
+        """The current task when it is a suggestion as you type (typing cancels only it)."""
         self._request_id: str | None = None
         self.history: deque[Outcome] = deque(maxlen=self._history_size())
         self.paused = False
@@ -133,6 +158,86 @@ class Pipeline:
             task.cancel()
             if self._request_id is not None:
                 asyncio.get_running_loop().create_task(self._completer.cancel(self._request_id))
+
+    # -- suggestions as you type ------------------------------------------------------
+
+    @property
+    def previews(self) -> bool:
+        """A preview window can show suggestions (the tray runs)."""
+        return self._preview is not None
+
+    def suggest(self, suggestion: Suggestion) -> asyncio.Task[Outcome] | None:
+        """Show a suggestion the user did not ask for with a key (the suggester read the
+        field over AT-SPI). It supersedes an earlier suggestion through the same
+        latest-wins path as a press, but never a running hotkey press (None then)."""
+        if self.paused or self._preview is None:
+            return None
+        previous = self._current
+        if previous is not None and not previous.done():
+            if previous is not self._suggestion:
+                return None
+            self.cancel()
+        self._presses += 1
+        task = asyncio.get_running_loop().create_task(
+            self._run_suggestion(previous, suggestion), name="anyfill-suggest"
+        )
+        self._current = self._suggestion = task
+        return task
+
+    def cancel_suggestion(self) -> bool:
+        """The user typed on: cancel the suggestion in flight (a hotkey press goes on)."""
+        task = self._suggestion
+        if task is not None and task is self._current and not task.done():
+            self.cancel()
+            return True
+        return False
+
+    async def _run_suggestion(
+        self, previous: asyncio.Task[Outcome] | None, suggestion: Suggestion
+    ) -> Outcome:
+        captured, target = suggestion.captured, suggestion.target
+        if previous is not None:
+            await asyncio.wait([previous])
+        started = time.monotonic()
+        assert self._preview is not None
+        request = CompletionRequest(context=captured.context, backends=suggestion.chain)
+        self._request_id = request.id
+        try:
+            shown = await self._preview.run(request, target, suggestion.completer, suggestion.look)
+        finally:
+            self._request_id = None
+        if shown is None:
+            # Not kept in the history: suggestions the user typed past are no event.
+            reason = self._preview.last_reason
+            log.debug("suggestion closed: %s", reason)
+            return Outcome("suggest", "dismissed", reason, target.app)
+        # Accepted: from here on it is the user's own insertion, which the text events it
+        # causes (or typing meanwhile) must not cancel or supersede.
+        if self._suggestion is asyncio.current_task():
+            self._suggestion = None
+        try:
+            outcome = await self._deliver(
+                "suggest",
+                started=started,
+                target=target,
+                app=suggestion.app,
+                captured=captured,
+                theirs=False,
+                completion=shown,
+                inserter=self._inserter,
+                strategies=(
+                    {"accessibility": suggestion.read_back}
+                    if suggestion.read_back is not None
+                    else self._strategies
+                ),
+                verify=self._settings.insert.verify,
+            )
+        except Exception as exc:  # a bug or a broken connection: log it, keep serving
+            log.exception("inserting the suggestion failed unexpectedly")
+            outcome = Outcome("suggest", "failed", f"internal error: {exc}", ms=_ms(started))
+        outcome = replace(outcome, capture=captured.context.method, backend=shown.backend)
+        self._record(outcome, self._presses)
+        return outcome
 
     async def aclose(self) -> None:
         self.cancel()
@@ -261,7 +366,7 @@ class Pipeline:
 
     async def _deliver(
         self,
-        action: Action,
+        action: Action | Literal["suggest"],
         *,
         started: float,
         target: Target,
@@ -270,7 +375,7 @@ class Pipeline:
         theirs: bool,
         completion: Completion,
         inserter: Inserter,
-        strategies: Mapping[CaptureStrategy, Strategy],
+        strategies: Mapping[CaptureStrategy, Strategy | ReadBack],
         verify: bool,
     ) -> Outcome:
         middle = completion.middle
@@ -327,10 +432,11 @@ class Pipeline:
         captured: Captured,
         middle: str,
         *,
-        strategies: Mapping[CaptureStrategy, Strategy],
+        strategies: Mapping[CaptureStrategy, Strategy | ReadBack],
         verify: bool,
     ) -> tuple[Status, str]:
-        """``inserted`` when the text before the caret now ends with what we inserted."""
+        """``inserted`` when the text before the caret now ends with what we inserted (and,
+        where the strategy reads both sides, the text after it is still what it was)."""
         method = captured.context.method
         strategy: object = next((s for n, s in strategies.items() if n == method), None)
         if not verify or not isinstance(strategy, ReadBack):
@@ -339,11 +445,18 @@ class Pipeline:
             ensure_focus(self._desktop.windows, target.window_id)
         except FocusChanged:
             return "sent", "not checked: the focus moved right after the insertion"
-        now = await strategy.read_back(target, app)
+        after: str | None = None
+        if isinstance(strategy, ReadBackAround):
+            around = await strategy.read_back_around(target, app)
+            now, after = around if around is not None else (None, None)
+        else:
+            now = await strategy.read_back(target, app)
         if now is None:
             return "sent", "not checked: the text could not be read back"
         wanted = (captured.whole_prefix + middle)[-VERIFY_CHARS:]
         if now.endswith(wanted):
+            if after is not None and not after.startswith(captured.whole_suffix[:VERIFY_CHARS]):
+                return "failed", AFTER_CHANGED
             return "inserted", ""
         if now.endswith(captured.whole_prefix[-VERIFY_CHARS:]):
             return "failed", UNCHANGED
@@ -366,17 +479,24 @@ class Pipeline:
         await self._desktop.clipboard.offer(captured.source, ClipSnapshot.from_text(whole))
 
 
-async def _uninterrupted(step: Awaitable[T]) -> T:
-    """Run ``step`` to its end even if we are cancelled meanwhile, then honour the cancel."""
-    task = asyncio.ensure_future(step)
+async def _uninterrupted(step: Coroutine[object, object, T]) -> T:
+    """Run ``step`` to its end even if we are cancelled meanwhile, then honour the cancel.
+
+    Its read-only parts (saving the user's clipboard, before anything was taken) end at
+    once on the cancel: an owner dripping an incremental transfer must not hold the press.
+    """
+    scope = Interruptions()
+    task = run_interruptibly(step, scope)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
+        scope.interrupt()
         while not task.done():
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait([task])
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("a step finished with an error while cancelling: %s", task.exception())
+        error = None if task.cancelled() else task.exception()
+        if error is not None and not isinstance(error, Interrupted):
+            log.warning("a step finished with an error while cancelling: %s", error)
         raise
 
 

@@ -7,9 +7,12 @@ changes, when the user types or clicks anywhere. The keys are given back the mom
 closes. A key that accepts when there is nothing to accept yet is sent on to the
 application, so the user loses no keystroke.
 
-Alternatives: Alt+] asks the next backend of the chain (the chain rotated by one), or the
-same backend again when there is only one; Alt+[ goes back. Each alternative is asked
-once and kept, so cycling back shows it at once.
+Alternatives: Alt+] asks the backends that have not answered in this preview yet (the
+chain rotated by one, the ones that answered left out): the next backend's answer. When
+none of them answers (the only one configured, or the others down), the backend that
+answered first is asked for another sample (a seed of its own and a higher temperature,
+past the cache), so the alternative is a real one; the popup says which it is. Alt+[
+goes back. Each alternative is asked once and kept, so cycling back shows it at once.
 """
 
 from __future__ import annotations
@@ -25,8 +28,14 @@ from typing import Literal
 from anyfill.config.model import Settings
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import PreviewClosed, PreviewShown, PreviewText
-from anyfill.daemon.completion import Completer, Completion, CompletionRequest, new_request_id
-from anyfill.daemon.context import Context
+from anyfill.daemon.completion import (
+    Completer,
+    Completion,
+    CompletionRequest,
+    OnChunk,
+    new_request_id,
+)
+from anyfill.daemon.context import CaretRect, Context, ScreenArea
 from anyfill.daemon.desktop.hotkeys import Hotkey, parse_hotkey
 from anyfill.daemon.desktop.ports import Desktop, Target
 from anyfill.daemon.errors import AnyfillError, RequestDropped
@@ -45,6 +54,19 @@ LINE_CONTEXT_CHARS = 60
 _CODE_HINTS = ("{", "}", "(", ")", ";", "=", "def ", "return", "import ", "    ", "\t", "#")
 
 
+SUGGESTION_ACCEPT_KEYS = ("<tab>",)
+"""A suggestion as you type is taken with Tab only; Enter goes on to the application."""
+
+
+@dataclass(frozen=True)
+class Look:
+    """How a preview shows beyond the settings: a suggestion as you type, the app's font."""
+
+    auto: bool = False
+    font_family: str = ""
+    font_size: float = 0.0
+
+
 @dataclass
 class _Alternative:
     request: CompletionRequest
@@ -54,6 +76,13 @@ class _Alternative:
     text: str = ""
     backend: str = ""
     first_text_ms: float | None = None
+    then: CompletionRequest | None = None
+    """Asked when ``request`` gets no answer: another sample from a backend that answered."""
+    how: str = ""
+    """What this alternative is, for the popup: "next backend" or "another sample"."""
+    tried: tuple[str, ...] = ()
+    """The backends asked for their usual answer (not asked for it again in this preview):
+    the chain up to the one that answered, or all of it when none did."""
 
 
 @dataclass
@@ -70,6 +99,7 @@ class _Session:
     """The accept key pressed while text was still streaming: insert when it is done."""
     trigger_accepts: bool = False
     """No accept key could be taken: the completion shortcut pressed again inserts."""
+    accept_chords: tuple[str, ...] = ()
 
     @property
     def current(self) -> _Alternative:
@@ -110,10 +140,10 @@ class PreviewController:
         session.events.put_nowait(("command", command))
         return True
 
-    def key_bindings(self) -> dict[str, Hotkey]:
+    def key_bindings(self, accept: tuple[str, ...] | None = None) -> dict[str, Hotkey]:
         ui = self._settings.ui
         keys: dict[str, Hotkey] = {}
-        for n, chord in enumerate(ui.preview_accept_keys):
+        for n, chord in enumerate(ui.preview_accept_keys if accept is None else accept):
             keys[f"accept{n}"] = parse_hotkey(chord)
         keys["dismiss"] = parse_hotkey(ui.preview_dismiss_key)
         keys["next"] = parse_hotkey(ui.preview_next_key)
@@ -121,16 +151,28 @@ class PreviewController:
         return keys
 
     async def run(
-        self, request: CompletionRequest, target: Target, completer: Completer
+        self,
+        request: CompletionRequest,
+        target: Target,
+        completer: Completer,
+        look: Look | None = None,
     ) -> Completion | None:
         """Show the preview for ``request`` until the user accepts (the completion to
-        insert is returned) or it closes (None; :attr:`last_reason` says why)."""
-        self._count += 1
-        context = request.context
-        chain = request.backends or tuple(self._settings.routing.default)
-        session = _Session(self._count, context, target, chain, completer)
-        self._session = session
-        bindings = self.key_bindings()
+        insert is returned) or it closes (None; :attr:`last_reason` says why).
+
+        ``look``: a suggestion as you type (only Tab accepts: Enter must reach the
+        application as a new line) and what the app told of its font."""
+        look = look or Look()
+        if look.auto:
+            # Nothing shows and no key is taken until there is something to show: the
+            # user typing on meanwhile cancels the request (the suggester's trigger).
+            known = await self._answer_first(request, target, completer)
+            if known is None:
+                return None
+            completer = known
+        session = self._open(request, target, completer, look)
+        context = session.context
+        bindings = self.key_bindings(session.accept_chords)
         reason = "cancelled"
         grabbed = False
         stop_watching: Callable[[], None] = _nothing
@@ -151,19 +193,7 @@ class PreviewController:
                 stop_watching = port.watch_activity(
                     lambda kind, code: self._on_activity(session, kind, code, own)
                 )
-            self._bus.publish(
-                PreviewShown(
-                    preview_id=session.preview_id,
-                    app=target.app,
-                    caret=caret,
-                    line_before=context.prefix.rsplit("\n", 1)[-1][-LINE_CONTEXT_CHARS:],
-                    line_after=context.suffix.split("\n", 1)[0][:LINE_CONTEXT_CHARS],
-                    monospace=looks_like_code(context.prefix[-400:] + context.suffix[:200]),
-                    keys=tuple((name, str(hotkey)) for name, hotkey in bindings.items()),
-                    screen=screen,
-                    hint=TRIGGER_HINT if session.trigger_accepts else "",
-                )
-            )
+            self._bus.publish(self._shown(session, look, caret, screen, bindings))
             focus_task = asyncio.create_task(self._watch_focus(session), name="preview-focus")
             self._start(session, request)
             result, reason = await self._decide(session)
@@ -195,6 +225,67 @@ class PreviewController:
                 if not await self._desktop.keys.wait_released(timeout):
                     log.warning("%s still held; sending it to the application anyway", passed)
                 await self._desktop.keys.press(passed)
+
+    def _open(
+        self, request: CompletionRequest, target: Target, completer: Completer, look: Look
+    ) -> _Session:
+        self._count += 1
+        chain = request.backends or tuple(self._settings.routing.default)
+        accept = (
+            SUGGESTION_ACCEPT_KEYS if look.auto else tuple(self._settings.ui.preview_accept_keys)
+        )
+        session = _Session(
+            self._count, request.context, target, chain, completer, accept_chords=accept
+        )
+        self._session = session
+        return session
+
+    def _shown(
+        self,
+        session: _Session,
+        look: Look,
+        caret: CaretRect | None,
+        screen: ScreenArea | None,
+        bindings: dict[str, Hotkey],
+    ) -> PreviewShown:
+        context, suggestions = session.context, self._settings.suggestions
+        return PreviewShown(
+            preview_id=session.preview_id,
+            app=session.target.app,
+            caret=caret,
+            line_before=context.prefix.rsplit("\n", 1)[-1][-LINE_CONTEXT_CHARS:],
+            line_after=context.suffix.split("\n", 1)[0][:LINE_CONTEXT_CHARS],
+            monospace=looks_like_code(context.prefix[-400:] + context.suffix[:200]),
+            keys=tuple((name, str(hotkey)) for name, hotkey in bindings.items()),
+            screen=screen,
+            hint=TRIGGER_HINT if session.trigger_accepts else "",
+            style=suggestions.style_for(look.auto),
+            auto=look.auto,
+            font_family=look.font_family,
+            font_size=look.font_size,
+            lines=suggestions.ghost_lines,
+        )
+
+    async def _answer_first(
+        self, request: CompletionRequest, target: Target, completer: Completer
+    ) -> Completer | None:
+        """A suggestion as you type: its whole answer first, then the preview (None, with
+        :attr:`last_reason`, when there is nothing to show or the focus moved)."""
+        try:
+            completion = await completer.complete(request)
+        except RequestDropped:
+            raise
+        except AnyfillError as exc:
+            self.last_reason = f"failed (the backend failed: {exc})"
+            return None
+        if not completion.middle:
+            self.last_reason = "empty"
+            return None
+        focused = self._desktop.windows.focused()
+        if focused is None or focused.window_id != target.window_id:
+            self.last_reason = "focus"
+            return None
+        return _Answered(completion)
 
     # -- the decision loop ------------------------------------------------------------
 
@@ -230,7 +321,7 @@ class PreviewController:
 
     def _on_key(self, session: _Session, name: str) -> None:
         if name.startswith("accept"):
-            chord = self._settings.ui.preview_accept_keys[int(name.removeprefix("accept"))]
+            chord = session.accept_chords[int(name.removeprefix("accept"))]
             session.events.put_nowait(("command", f"accept:{chord}"))
         else:
             session.events.put_nowait(("command", name))
@@ -258,8 +349,18 @@ class PreviewController:
 
     # -- alternatives -----------------------------------------------------------------
 
-    def _start(self, session: _Session, request: CompletionRequest) -> None:
-        alternative = _Alternative(request)
+    def _start(
+        self,
+        session: _Session,
+        request: CompletionRequest | None,
+        then: CompletionRequest | None = None,
+    ) -> None:
+        first = request or then
+        assert first is not None
+        alternative = _Alternative(first, then=then if request is not None else None)
+        asked = (request.backends or session.chain) if request is not None else ()
+        if request is None:
+            alternative.how = "another sample"
         session.alternatives.append(alternative)
         session.index = len(session.alternatives) - 1
         started = time.monotonic()
@@ -277,12 +378,29 @@ class PreviewController:
                         alternative.backend,
                         ms=alternative.first_text_ms,
                         alternative=number,
+                        how=alternative.how,
                     )
                 )
 
+        async def ask() -> Completion:
+            try:
+                return await session.completer.complete(alternative.request, on_text)
+            except RequestDropped:
+                raise
+            except AnyfillError as exc:
+                then = alternative.then
+                alternative.tried = asked
+                if then is None:
+                    raise
+                # No other backend answers: the one that did gives another sample.
+                log.info("no other backend answers (%s); asking for another sample", exc)
+                alternative.request, alternative.then = then, None
+                alternative.how = "another sample"
+                return await session.completer.complete(then, on_text)
+
         async def complete() -> Completion:
             try:
-                completion = await session.completer.complete(request, on_text)
+                completion = await ask()
             except RequestDropped:
                 raise
             except AnyfillError as exc:
@@ -292,11 +410,15 @@ class PreviewController:
                 raise
             alternative.completion = completion
             alternative.backend = completion.backend
+            if alternative.request.sample == 0 and completion.backend in asked:
+                alternative.tried = asked[: asked.index(completion.backend) + 1]
+            if number > 0 and not alternative.how:
+                alternative.how = "next backend"
             self._show(session, number)
             session.events.put_nowait(("done", alternative))
             return completion
 
-        alternative.task = asyncio.create_task(complete(), name=f"preview-{request.id}")
+        alternative.task = asyncio.create_task(complete(), name=f"preview-{first.id}")
         alternative.task.add_done_callback(_consume)
 
     def _show(self, session: _Session, number: int) -> None:
@@ -313,6 +435,7 @@ class PreviewController:
                 ms=completion.ms if completion is not None else None,
                 alternative=number,
                 error=alternative.error,
+                how=alternative.how,
             )
         )
 
@@ -328,7 +451,38 @@ class PreviewController:
         chain = session.chain
         rotation = target % len(chain) if chain else 0
         rotated = chain[rotation:] + chain[:rotation]
-        self._start(session, replace(base, id=new_request_id(), backends=rotated))
+        answered = [a.backend for a in session.alternatives if a.completion is not None]
+        tried = {name for a in session.alternatives for name in a.tried}
+        fresh = tuple(name for name in rotated if name not in tried)
+        # The backend whose answer was shown first gives another sample, seeded by the
+        # alternative's number (a different one for each).
+        again = answered[0] if answered else (chain[0] if chain else "")
+        sample = replace(
+            base, id=new_request_id(), backends=(again,) if again else (), sample=target
+        )
+        if fresh:
+            self._start(session, replace(base, id=new_request_id(), backends=fresh), then=sample)
+        else:
+            self._start(session, None, then=sample)
+
+
+class _Answered:
+    """A completer that already has its answer (a suggestion asked before it showed)."""
+
+    def __init__(self, completion: Completion) -> None:
+        self._completion = completion
+
+    async def complete(
+        self,
+        request: CompletionRequest,
+        on_text: Callable[[str], None] | None = None,
+        *,
+        on_chunk: OnChunk | None = None,
+    ) -> Completion:
+        return replace(self._completion, request_id=request.id)
+
+    async def cancel(self, request_id: str) -> bool:
+        return False
 
 
 def _with_error(session: _Session, reason: str) -> str:

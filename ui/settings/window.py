@@ -41,6 +41,7 @@ from anyfill.ui.settings.hotkeys import HotkeysPage
 from anyfill.ui.settings.keynames import readable_hotkeys
 from anyfill.ui.settings.privacy import PrivacyPage
 from anyfill.ui.settings.routing import RoutingPage
+from anyfill.ui.settings.suggestions import SuggestionsPage
 
 #: Each page's icon, from Qt's own set: the same on every desktop (icon themes differ in
 #: which names they carry and mix full-colour with symbolic ones).
@@ -50,6 +51,7 @@ PAGE_ICONS: dict[type, QStyle.StandardPixmap] = {
     HotkeysPage: QStyle.StandardPixmap.SP_ComputerIcon,
     CapturePage: QStyle.StandardPixmap.SP_FileDialogContentsView,
     AppsPage: QStyle.StandardPixmap.SP_DesktopIcon,
+    SuggestionsPage: QStyle.StandardPixmap.SP_MessageBoxInformation,
     PrivacyPage: QStyle.StandardPixmap.SP_DialogNoButton,
     ContextPage: QStyle.StandardPixmap.SP_FileDialogInfoView,
     AdvancedPage: QStyle.StandardPixmap.SP_FileDialogDetailedView,
@@ -106,6 +108,7 @@ class SettingsWindow(QWidget):
             HotkeysPage(self.draft),
             CapturePage(self.draft),
             AppsPage(self.draft, bridge),
+            SuggestionsPage(self.draft),
             PrivacyPage(self.draft),
             ContextPage(self.draft),
             AdvancedPage(self.draft),
@@ -229,6 +232,7 @@ class SettingsWindow(QWidget):
                 "insert.copy",
             ),
             AppsPage: ("insert.apps",),
+            SuggestionsPage: ("suggestions",),
             PrivacyPage: ("privacy",),
             AdvancedPage: ("logging", "ui.notifications", "ui.preview_font", "ui.history"),
         }

@@ -1,0 +1,366 @@
+"""Suggestions as you type, for real: a private X server with its own D-Bus session and
+accessibility bus, ``anyfill run`` with the tray and ``suggestions.auto`` on, the Qt target
+and Mousepad typed into with xdotool, the loopback llama.cpp responder answering.
+
+What the user relies on: a burst of typing asks nothing; a pause shows dimmed text at the
+caret while the editor keeps the focus, in a window that takes no clicks; Tab inserts
+exactly the suggestion and the clipboard stays the user's; Esc and typing on dismiss it;
+typing its first characters keeps the rest showing without a new request; a focus change
+hides it and nothing is inserted.
+
+``ANYFILL_SCREENSHOTS=DIR`` also saves the ghost text picture of the docs into DIR.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from tests.e2e.harness import Daemon, QtTarget, XSession, daemon_config, wait_until
+from tests.e2e.test_accessibility import MISSING, a11y
+from tests.e2e.test_qt_target import USER_CLIP, answer_next, infill
+from tests.servers.http import LoopbackServer
+from tests.servers.llamacpp import LlamaCpp
+from tests.servers.script import Reply
+
+__all__ = ["a11y"]
+
+pytestmark = [
+    pytest.mark.desktop,
+    pytest.mark.skipif(bool(MISSING), reason=f"suggestion tests need {MISSING}"),
+]
+
+CONFIG = """
+[hotkeys]
+complete = "<ctrl>+<alt>+o"
+preview = "<ctrl>+<alt>+p"
+cancel = "<ctrl>+<alt>+j"
+
+[capture]
+strategies = ["accessibility"]
+
+[suggestions]
+auto = true
+"""
+GHOST = "anyfill suggestion"
+SCREENSHOTS = os.environ.get("ANYFILL_SCREENSHOTS", "")
+TYPE_DELAY_MS = 120
+"""xdotool's delay between typed keys: a steady burst, faster than the adaptive pause."""
+
+
+@pytest.fixture(scope="module")
+def suggesting(a11y: XSession, llama: tuple[LlamaCpp, LoopbackServer]) -> Iterator[Daemon]:
+    config = daemon_config(llama[1].url, CONFIG).replace('level = "INFO"', 'level = "DEBUG"')
+    daemon = Daemon(a11y, config, name="suggest", headless=False)
+    wait_until(lambda: "listening to the focused application" in daemon.log(), 10, "listener")
+    yield daemon
+    if os.environ.get("ANYFILL_E2E_LOG"):
+        Path(os.environ["ANYFILL_E2E_LOG"]).write_text(daemon.log())
+    assert daemon.stop() == 0
+    assert "Traceback" not in daemon.log(), daemon.log()[-3000:]
+
+
+@pytest.fixture(scope="module")
+def qt(a11y: XSession) -> Iterator[QtTarget]:
+    target = QtTarget(a11y, "anyfill-suggest-target")
+    yield target
+    target.close()
+
+
+def ghost_windows(x: XSession) -> list[int]:
+    out = x.run("xdotool", "search", "--onlyvisible", "--name", GHOST, check=False)
+    return [int(w) for w in out.split() if w.isdigit()]  # an X error may be in the output
+
+
+def wait_ghost(x: XSession, daemon: Daemon, before: int, within: float = 10) -> int:
+    """Wait until a new ghost was painted and is mapped; its window."""
+    wait_until(lambda: painted(daemon) > before, within, "the ghost text to be painted")
+    return wait_until(lambda: (ghost_windows(x) or [0])[0], 5, "the ghost window")
+
+
+def painted(daemon: Daemon) -> int:
+    """How many suggestions were shown (ghosts opened and painted)."""
+    return len(set(_painted_ids(daemon)))
+
+
+def _painted_ids(daemon: Daemon) -> list[str]:
+    return [
+        line.split("ghost ", 1)[1].split(" ", 1)[0]
+        for line in daemon.log().splitlines()
+        if " painted " in line and "ghost " in line
+    ]
+
+
+def input_rectangles(x: XSession, wid: int) -> list[tuple[int, int, int, int]]:
+    """The window's input region as the X server has it (SHAPE extension)."""
+    from Xlib import display
+    from Xlib.ext import shape
+
+    conn = display.Display(x.display)
+    try:
+        window = conn.create_resource_object("window", wid)
+        reply = window.shape_get_rectangles(shape.SK.Input)
+        return [(r.x, r.y, r.width, r.height) for r in reply.rectangles]
+    finally:
+        conn.close()
+
+
+def type_burst(x: XSession, text: str) -> None:
+    x.run("xdotool", "type", "--delay", str(TYPE_DELAY_MS), text, timeout=60)
+
+
+@dataclass
+class Field:
+    """The Qt target as the user leaves it: text and caret."""
+
+    text: str
+    caret: int
+
+
+def qt_field(qt: QtTarget) -> Field:
+    state = qt.state()
+    return Field(state["text"], state["caret"])
+
+
+def start_in_qt(x: XSession, qt: QtTarget, text: str) -> None:
+    qt.set(text, len(text))
+    x.focus(qt.wid)
+    x.set_clipboard(USER_CLIP)
+
+
+def test_a_burst_asks_nothing_a_pause_shows_ghost_text_tab_inserts_it(
+    a11y: XSession, suggesting: Daemon, qt: QtTarget, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, server = llama
+    answer_next(responder, Reply(text=" * r * r"))
+    start_in_qt(a11y, qt, "def area(r):\n    return ")
+    asked, shown = len(infill(server)), painted(suggesting)
+    type_burst(a11y, "3.14159")
+    assert len(infill(server)) == asked  # not one request while typing on
+    wid = wait_ghost(a11y, suggesting, shown)
+    assert len(infill(server)) == asked + 1
+    sent = infill(server)[-1].json()
+    assert sent["input_prefix"].endswith("return 3.14159")
+    assert a11y.focused() == qt.wid  # the ghost never took the focus
+    assert input_rectangles(a11y, wid) == []  # clicks go through to the editor
+    if SCREENSHOTS:
+        a11y.run("import", "-window", "root", str(Path(SCREENSHOTS) / "ghost-text-full.png"))
+    a11y.key("Tab", clear=False)
+    outcome = suggesting.wait_outcome(len(suggesting.outcomes()) + 1, within=15)
+    assert (outcome.status, outcome.app) == ("inserted", "anyfill-suggest-target"), outcome
+    done = "def area(r):\n    return 3.14159 * r * r"
+    assert qt_field(qt) == Field(done, len(done))
+    assert not ghost_windows(a11y)
+    assert a11y.get_clipboard() == USER_CLIP
+
+
+def show_ghost(
+    x: XSession, daemon: Daemon, qt: QtTarget, server: LoopbackServer, start: str, typed: str
+) -> int:
+    """Type ``typed`` after ``start`` in the Qt target and wait for the ghost; its window."""
+    start_in_qt(x, qt, start)
+    shown = painted(daemon)
+    type_burst(x, typed)
+    return wait_ghost(x, daemon, shown)
+
+
+def test_esc_dismisses_and_typing_on_dismisses_and_reaches_the_editor(
+    a11y: XSession, suggesting: Daemon, qt: QtTarget, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, server = llama
+    answer_next(responder, Reply(text="World!"), Reply(text="zzz"))
+    show_ghost(a11y, suggesting, qt, server, "print(", "'Hello ")
+    before = len(suggesting.outcomes())
+    a11y.key("Escape", clear=False)
+    wait_until(lambda: not ghost_windows(a11y), 5, "the ghost to go")
+    assert qt_field(qt).text == "print('Hello "  # Esc did not reach the editor as text
+    assert len(suggesting.outcomes()) == before  # nothing inserted
+    shown = painted(suggesting)
+    a11y.key("x", clear=False)  # typing again: the next pause asks again
+    wait_ghost(a11y, suggesting, shown)
+    a11y.key("y", clear=False)  # not what the ghost says
+    wait_until(lambda: not ghost_windows(a11y), 5, "the ghost to go")
+    assert qt_field(qt).text == "print('Hello xy"
+    assert len(suggesting.outcomes()) == before
+
+
+def test_type_through_shows_the_rest_without_a_new_request(
+    a11y: XSession, suggesting: Daemon, qt: QtTarget, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, server = llama
+    answer_next(responder, Reply(text="range(10):"))
+    show_ghost(a11y, suggesting, qt, server, "for i in", " ")
+    asked, shown = len(infill(server)), painted(suggesting)
+    a11y.key("r", "a", clear=False)
+    wait_until(lambda: painted(suggesting) >= shown + 1, 5, "the rest to show")
+    wait_until(
+        lambda: (
+            "typed through: 7 characters" in suggesting.log()
+            or "typed through: 8 characters" in suggesting.log()
+        ),
+        5,
+        "type-through",
+    )
+    assert len(infill(server)) == asked  # no new request
+    before = len(suggesting.outcomes())
+    wait_until(lambda: ghost_windows(a11y), 5, "the ghost of the rest")
+    a11y.key("Tab", clear=False)
+    outcome = suggesting.wait_outcome(before + 1, within=15)
+    assert outcome.status == "inserted", outcome
+    assert qt_field(qt).text == "for i in range(10):"
+
+
+def test_a_focus_change_hides_the_ghost_and_inserts_nothing(
+    a11y: XSession, suggesting: Daemon, qt: QtTarget, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, server = llama
+    answer_next(responder, Reply(text="never inserted"))
+    other = QtTarget(a11y, "anyfill-suggest-other")
+    try:
+        other.set("elsewhere", 9)
+        show_ghost(a11y, suggesting, qt, server, "note:", " ")
+        before = len(suggesting.outcomes())
+        a11y.focus(other.wid)
+        wait_until(lambda: not ghost_windows(a11y), 5, "the ghost to go")
+        a11y.key("Tab", clear=False)  # the Tab now belongs to the other window
+        assert qt_field(qt).text == "note: "
+        assert "never" not in other.state()["text"]
+        assert len(suggesting.outcomes()) == before
+    finally:
+        other.close()
+
+
+@pytest.mark.skipif(shutil.which("mousepad") is None, reason="needs mousepad (Debian)")
+def test_mousepad_a_pause_shows_ghost_text_and_tab_inserts_it(
+    a11y: XSession, suggesting: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, server = llama
+    answer_next(responder, Reply(text=" * r * r"))
+    path = a11y.workdir / "area.py"
+    path.write_text("def area(r):\n    return \n", encoding="utf-8")
+    editor = a11y.spawn(
+        ["mousepad", "--disable-server", "--line=2", "--column=11", str(path)], "mousepad.log"
+    )
+    try:
+        wid = a11y.find_window("mousepad")
+        a11y.focus(wid)
+        a11y.set_clipboard(USER_CLIP)
+        asked, shown = len(infill(server)), painted(suggesting)
+        type_burst(a11y, "3.14159")
+        assert len(infill(server)) == asked
+        ghost = wait_ghost(a11y, suggesting, shown)
+        assert infill(server)[-1].json()["input_prefix"].endswith("return 3.14159")
+        assert a11y.focused() == wid
+        assert input_rectangles(a11y, ghost) == []
+        if SCREENSHOTS:
+            a11y.run("import", "-window", "root", str(Path(SCREENSHOTS) / "ghost-mousepad.png"))
+        before = len(suggesting.outcomes())
+        a11y.key("Tab", clear=False)
+        outcome = suggesting.wait_outcome(before + 1, within=15)
+        assert (outcome.status, outcome.app) == ("inserted", "Mousepad"), outcome
+        wait_until(lambda: not ghost_windows(a11y), 5, "the ghost to go")
+        a11y.key("ctrl+s")
+        wait_until(
+            lambda: path.read_text(encoding="utf-8") != "def area(r):\n    return \n",
+            5,
+            "Mousepad to save",
+        )
+        assert path.read_text(encoding="utf-8") == "def area(r):\n    return 3.14159 * r * r\n"
+        assert a11y.get_clipboard() == USER_CLIP
+    finally:
+        os.killpg(editor.pid, signal.SIGTERM)
+        editor.wait(10)
+
+
+CHROMIUM = shutil.which("chromium")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (Debian)")
+def test_chromium_with_its_accessibility_on_shows_and_inserts_a_suggestion(
+    a11y: XSession, suggesting: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    """Chromium sends the text events only with its accessibility forced on: the flag
+    --force-renderer-accessibility and ACCESSIBILITY_ENABLED=1 (the flag alone sent none
+    here)."""
+    from tests.e2e.test_chromium import PAGE, StateRecorder
+
+    responder, server = llama
+    answer_next(responder, Reply(text=" world"))
+    recorder = StateRecorder()
+    with LoopbackServer.in_thread(recorder) as pages:
+        start = {"text": "", "caret": 0, "report": pages.url + "/state"}
+        url = PAGE.as_uri() + "#" + quote(json.dumps(start))
+        browser = a11y.spawn(
+            [
+                str(CHROMIUM),
+                "--no-sandbox",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-gpu",
+                "--password-store=basic",
+                "--force-renderer-accessibility",
+                f"--user-data-dir={a11y.workdir / 'chromium-suggest'}",
+                f"--app={url}",
+            ],
+            "chromium-suggest.log",
+            env={**a11y.env, "ACCESSIBILITY_ENABLED": "1"},
+        )
+        try:
+            wid = a11y.find_window("chromium", within=60)
+            wait_until(lambda: "focused" in recorder.state, 60, "the page to load")
+            a11y.focus(wid, exact=False)
+            wait_until(lambda: recorder.state.get("focused"), 10, "the textarea focus")
+            a11y.set_clipboard(USER_CLIP)
+            asked, shown = len(infill(server)), painted(suggesting)
+            type_burst(a11y, "hello")
+            assert len(infill(server)) == asked
+            wait_ghost(a11y, suggesting, shown, within=15)
+            assert infill(server)[-1].json()["input_prefix"].endswith("hello")
+            before = len(suggesting.outcomes())
+            a11y.key("Tab", clear=False)
+            outcome = suggesting.wait_outcome(before + 1, within=15)
+            assert outcome.status in ("inserted", "sent"), outcome
+            wait_until(lambda: recorder.state.get("text") == "hello world", 5, "the text")
+            assert a11y.get_clipboard() == USER_CLIP
+        finally:
+            os.killpg(browser.pid, signal.SIGTERM)
+            browser.wait(20)
+
+
+def test_text_after_the_caret_puts_the_suggestion_in_a_capsule_below_it(
+    a11y: XSession, suggesting: Daemon, qt: QtTarget, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    responder, _server = llama
+    answer_next(responder, Reply(text="name"))
+    qt.set("print(user.)", 11)
+    a11y.focus(qt.wid)
+    a11y.set_clipboard(USER_CLIP)
+    shown = painted(suggesting)
+    type_burst(a11y, "f")
+    wid = wait_ghost(a11y, suggesting, shown)
+    caret = suggesting.log().rsplit("opened at the caret CaretRect(", 1)[1].split(")", 1)[0]
+    where = dict(part.strip().split("=") for part in caret.split(","))
+    geometry = dict(
+        line.split("=", 1)
+        for line in a11y.run("xdotool", "getwindowgeometry", "--shell", str(wid)).split()
+    )
+    # below the caret's line, starting at the caret: the ")" after it stays visible
+    assert int(geometry["Y"]) >= int(where["y"]) + int(where["height"])
+    assert int(geometry["X"]) == int(where["x"])
+    assert input_rectangles(a11y, wid) == []
+    if SCREENSHOTS:
+        a11y.run("import", "-window", "root", str(Path(SCREENSHOTS) / "ghost-capsule.png"))
+    before = len(suggesting.outcomes())
+    a11y.key("Tab", clear=False)
+    outcome = suggesting.wait_outcome(before + 1, within=15)
+    assert outcome.status == "inserted", outcome
+    assert qt_field(qt).text == "print(user.fname)"
+    assert a11y.get_clipboard() == USER_CLIP
