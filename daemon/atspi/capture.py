@@ -30,6 +30,8 @@ TIMEOUT_S = 0.3
 FIRST_TIMEOUT_S = 1.0
 """A process asked for the first time builds its accessibility tree (Qt does it lazily, and
 a busy machine is slow): one longer wait, then the short one once it has answered."""
+FIELDS_BUDGET_S = 0.15
+"""Time the walk for the window's other text fields may take (a context source)."""
 RETRY_ABSENT_S = 30.0
 """A process that exposed no text field is not asked again for this long (each miss
 costs round trips on every press)."""
@@ -59,8 +61,8 @@ class AccessibilityCapture:
             raise CaptureError("the application exposes no text over AT-SPI (checked recently)")
         pid = target.pid
         try:
-            field, box, fields = await self._session.call(
-                lambda atspi: _read(atspi, pid, others=app.read_fields),
+            field, box, node = await self._session.call(
+                lambda atspi: _read(atspi, pid),
                 TIMEOUT_S if pid in self._answered else FIRST_TIMEOUT_S,
             )
         except TimeoutError as exc:
@@ -78,9 +80,23 @@ class AccessibilityCapture:
         captured = trimmed(
             field.prefix, field.suffix, target, "accessibility", self._config, caret=box
         )
+        fields = await self._other_fields(node, field.toolkit) if app.read_fields else ()
         if fields:  # the context sources decide what of them is sent
             captured = replace(captured, context=replace(captured.context, fields=fields))
         return captured
+
+    async def _other_fields(self, node: Any, toolkit: str) -> tuple[tuple[str, str], ...]:
+        """The window's other text fields, in a call of their own after the capture: its
+        walk stops at ``FIELDS_BUDGET_S`` on the session's thread, and a context source
+        never fails (or slows past that) the press it serves."""
+        try:
+            return await self._session.call(
+                lambda atspi: window_text_fields(atspi, node, toolkit, budget_s=FIELDS_BUDGET_S),
+                FIELDS_BUDGET_S + TIMEOUT_S,
+            )
+        except Exception as exc:  # noqa: BLE001 - a dead node raises GLib errors of any kind
+            log.info("the window's other fields were not read: %s", type(exc).__name__)
+            return ()
 
     async def read_back(self, target: Target, app: AppSettings) -> str | None:
         """The text before the caret now, read the same way (no keys, no clipboard)."""
@@ -100,10 +116,8 @@ class AccessibilityCapture:
         return field.prefix, field.suffix
 
 
-def _read(
-    atspi: Any, pid: int, *, others: bool = False
-) -> tuple[Field, CaretRect | None, tuple[tuple[str, str], ...]]:
-    """The focused field, its caret box and, with ``others``, the window's other fields."""
+def _read(atspi: Any, pid: int) -> tuple[Field, CaretRect | None, Any]:
+    """The focused field, its caret box and its node."""
     found = focused_text(atspi, pid)
     if found is None:
         raise CaptureError("the application exposes no focused text field over AT-SPI")
@@ -113,5 +127,4 @@ def _read(
     field = read_field(atspi, node, toolkit_of(app))
     if field.caret < 0:
         raise CaptureError("the text field reports no caret")
-    fields = window_text_fields(atspi, node, field.toolkit) if others else ()
-    return field, caret_rect(atspi, node, field), fields
+    return field, caret_rect(atspi, node, field), node

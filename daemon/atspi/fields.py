@@ -3,11 +3,12 @@
 One function the capture calls with the node it already found, on the session's thread.
 Password fields are never read (nor anything under one); each field gives at most
 ``MAX_FIELD_CHARS`` characters (its end, nearest to where the user writes); the walk is
-bounded like the tree search.
+bounded like the tree search and in time.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from anyfill.daemon.atspi.text import read_field
@@ -34,12 +35,18 @@ def _window_of(atspi: Any, node: Any) -> Any:
     return current
 
 
-def window_text_fields(atspi: Any, focused: Any, toolkit: str) -> tuple[tuple[str, str], ...]:
+def window_text_fields(
+    atspi: Any, focused: Any, toolkit: str, *, budget_s: float = 0.15
+) -> tuple[tuple[str, str], ...]:
     """(label, text) of the editable text fields in the window of ``focused``, other than
-    it; password fields never."""
+    it; password fields never. The walk stops after ``budget_s`` (a big window's tree is
+    hundreds of D-Bus round trips) with what it found."""
+    deadline = time.monotonic() + budget_s
     found: list[tuple[str, str]] = []
     queue, seen = [_window_of(atspi, focused)], 0
     while queue and seen < MAX_NODES and len(found) < MAX_FIELDS:
+        if time.monotonic() > deadline:
+            break
         node = queue.pop(0)
         seen += 1
         if node.get_role() == atspi.Role.PASSWORD_TEXT:
