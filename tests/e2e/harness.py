@@ -192,11 +192,16 @@ class QtTarget:
     """Our PySide6 target process and its JSON control socket."""
 
     def __init__(
-        self, session: XSession, name: str = "anyfill-target", *, password: bool = False
+        self,
+        session: XSession,
+        name: str = "anyfill-target",
+        *,
+        password: bool = False,
+        fields: bool = False,
     ) -> None:
         self.session = session
         self.path = str(session.workdir / f"{name}.sock")
-        flags = ["--password"] if password else []
+        flags = (["--password"] if password else []) + (["--fields"] if fields else [])
         self.process = session.spawn(
             [sys.executable, "-m", "tests.e2e.target_app", self.path, name, *flags],
             f"{name}.log",

@@ -114,6 +114,24 @@ TIPS: dict[str, str] = {
     "privacy.mqtt_text": "Off: MQTT events carry no captured text, only what happened",
     "logging.level": "How much the log says; Debug is for reporting a problem",
     "logging.file": "Keep a log file (rotated, so it never grows without bound)",
+    # Context beyond the caret (docs/context.md)
+    "context.enabled": "Off: only the text around the caret is sent, nothing related to it",
+    "context.title": "Name the application and window title to the backend (never a "
+    "terminal's title: it shows commands and hosts)",
+    "context.fields": "Send the window's other text fields (a mail's subject, a form's lines); "
+    "password fields never",
+    "context.accepted": "Send completions you accepted in the same application, so answers "
+    "match how you write there",
+    "context.clipboard": "Send what you copied recently; off unless you turn it on, and never "
+    "a single word or a password manager's copy",
+    "context.max_chars": "At most this much related text per request; the text around the "
+    "caret keeps its own limits",
+    "context.max_chunks": "How many pieces of related text are kept, newest first",
+    "context.chunk_lines": "How many lines one piece of related text keeps at most",
+    "context.terminals": "Programs whose window title is never sent, written as their window "
+    "class or process name",
+    "context.password_managers": "Programs that never get or give related text, written as "
+    "their window class or process name",
 }
 
 
