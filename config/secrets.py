@@ -24,6 +24,7 @@ __all__ = [
     "key_status",
     "load_keyring",
     "move_api_key",
+    "refuse_clear_text",
     "resolve_api_key",
     "resolve_broker_password",
     "resolve_insert_key",
@@ -64,7 +65,7 @@ def resolve_api_key(backend: BackendConfig, environ: Mapping[str, str] | None = 
     if not key and env_var and environ.get(env_var):
         key = environ[env_var]
     if key:
-        _refuse_clear_text(backend)
+        refuse_clear_text(backend)
         return key
     if not backend.needs_key:
         return None
@@ -76,8 +77,13 @@ def resolve_api_key(backend: BackendConfig, environ: Mapping[str, str] | None = 
     raise NeedsKeyError(f"backend '{backend.name}' needs an API key: {fixes}")
 
 
-def _refuse_clear_text(backend: BackendConfig) -> None:
-    """A key never travels unencrypted past this machine unless the user said so."""
+def refuse_clear_text(backend: BackendConfig) -> None:
+    """A key never travels unencrypted past this machine unless the user said so.
+
+    The one rule for every key: ``create_backend`` applies it to whatever key a backend is
+    built with (the keyring's, the environment's, or one typed in the panel and tried
+    before it is saved); :func:`resolve_api_key` applies it too, so that ``doctor`` and
+    ``complete`` name it before any backend is built."""
     clear = backend.url.lower().startswith("http://") and not is_loopback(backend.url)
     if clear and not backend.allow_insecure_http:
         raise ConfigError(
@@ -97,10 +103,12 @@ def store_api_key(name: str, key: str) -> None:
         raise ConfigError("an empty API key was not stored")
     try:
         keyring.set_password(KEYRING_SERVICE, name, key.strip())
-    except keyring.errors.KeyringError as exc:
+    except (keyring.errors.KeyringError, OSError) as exc:
+        # OSError: a keyring file on a full disk (ENOSPC), a bus that went away.
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise ConfigError(
-            f"the system keyring refused the key ({exc}); set the backend's environment "
-            "variable instead (see key_env in the configuration)"
+            f"the system keyring refused the key for '{name}' ({reason or type(exc).__name__});"
+            " set the backend's environment variable instead (see key_env in the configuration)"
         ) from exc
 
 
@@ -112,7 +120,7 @@ def delete_api_key(name: str) -> bool:
         keyring.delete_password(KEYRING_SERVICE, name)
     except keyring.errors.PasswordDeleteError:
         return False
-    except keyring.errors.KeyringError as exc:
+    except (keyring.errors.KeyringError, OSError) as exc:
         raise ConfigError(f"the system keyring failed: {exc}") from exc
     return True
 

@@ -11,6 +11,7 @@ import difflib
 import json
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ __all__ = [
     "default_config_text",
     "load_settings",
     "parse_settings",
+    "removed_default_backends",
     "shown_settings",
     "write_default_config",
 ]
@@ -95,9 +97,22 @@ def write_default_config(path: Path, *, force: bool = False) -> Path:
 
 
 def atomic_write(path: Path, text: str) -> None:
+    """Replace the file's content at once (temporary file + rename).
+
+    A symbolic link is written through (its target is replaced, the link stays, so a
+    dotfiles checkout the link points into is what changes), and an existing file keeps
+    its permission bits (the temporary file is created 0600)."""
+    if path.is_symlink():
+        path = path.resolve()  # every hop followed; a dangling link names the file to create
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode: int | None = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = None
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        if mode is not None:
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -137,21 +152,21 @@ MAX_CONFIG_BYTES = 1024 * 1024
 def read_config_text(path: Path) -> str:
     """The file's text: a regular file of at most ``MAX_CONFIG_BYTES``, UTF-8 (a leading
     byte-order mark, as some Windows editors write, is dropped)."""
-    import stat
-
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror}", path=str(path)) from exc
+    # fstat before fdopen: Python refuses to wrap a directory (IsADirectoryError).
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise ConfigError(
+            "not a regular file (a directory, pipe or device); point --config or "
+            "ANYFILL_CONFIG at a settings file",
+            path=str(path),
+        )
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(
-                "not a regular file (a directory, pipe or device); point --config or "
-                "ANYFILL_CONFIG at a settings file",
-                path=str(path),
-            )
         if info.st_size > MAX_CONFIG_BYTES:
             raise ConfigError(
                 f"the file is {info.st_size / 2**20:.1f} MiB; a settings file is at most "
@@ -216,8 +231,7 @@ def problem_from_error(
         if hint:
             message += f" (did you mean '{hint}'?)"
     else:
-        message = str(error.get("msg", "invalid value"))
-        message = message.removeprefix("Value error, ")
+        message = plain_message(error)
         shown = _shorten(repr(found))
         if kind != "missing" and not isinstance(found, dict | list) and shown not in message:
             message += f"; found {shown}"
@@ -225,6 +239,46 @@ def problem_from_error(
     if env_var:
         return ConfigProblem(key, f"{message} (from environment variable {env_var})")
     return ConfigProblem(key, message, line=find_line(text, loc))
+
+
+_URL_EXAMPLE = "write it like http://127.0.0.1:8080 or https://api.example.com"
+_PLAIN: dict[str, str] = {
+    "url_parsing": f"not a web address: {_URL_EXAMPLE}",
+    "url_scheme": f"a web address starts with http:// or https://: {_URL_EXAMPLE}",
+    "url_type": f"not a web address: {_URL_EXAMPLE}",
+    "int_type": "a whole number is needed",
+    "int_parsing": "a whole number is needed",
+    "int_from_float": "a whole number is needed",
+    "float_type": "a number is needed",
+    "float_parsing": "a number is needed",
+    "bool_type": "true or false is needed",
+    "bool_parsing": "true or false is needed",
+    "string_type": "text in quotes is needed",
+    "list_type": 'a list is needed, like ["a", "b"]',
+    "missing": "this key is needed",
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be more than {gt}",
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be less than {lt}",
+    "string_too_short": "must have at least {min_length} character(s)",
+    "string_too_long": "must have at most {max_length} characters",
+    "too_short": "must have at least {min_length} item(s)",
+    "too_long": "must have at most {max_length} items",
+    "literal_error": "must be one of {expected}",
+}
+
+
+def plain_message(error: Mapping[str, Any]) -> str:
+    """A validation error in words a user knows (pydantic says "Input should be a valid
+    URL, relative URL without a base"); our own validators' messages are kept."""
+    kind = str(error.get("type", ""))
+    template = _PLAIN.get(kind)
+    if template is not None:
+        try:
+            return template.format(**(error.get("ctx") or {}))
+        except (KeyError, IndexError):
+            pass
+    return str(error.get("msg", "invalid value")).removeprefix("Value error, ")
 
 
 def _shorten(text: str, limit: int = 80) -> str:
@@ -417,6 +471,38 @@ def set_value(path: Path, dotted_key: str, value: object) -> Settings:
     return settings
 
 
+def _changed_backends(settings: Settings) -> list[dict[str, Any]]:
+    """The backends as ``config show --changed`` tells them: a default backend left as it is
+    is not shown, a changed one by its name and the keys that differ from its default, a
+    new one by its name, type and the keys that differ from a backend's defaults. The
+    managed server's placeholder URL (``url`` left out: a free port) is never shown."""
+    from anyfill.config.model import MANAGED_DEFAULT_URL
+
+    defaults = {backend.name: backend for backend in Settings().backends}
+    shown = []
+    for backend in settings.backends:
+        mine = backend.model_dump(mode="json", exclude_none=True)
+        default = defaults.get(backend.name)
+        if default is not None:
+            base = default.model_dump(mode="json", exclude_none=True)
+            differ = {key: value for key, value in mine.items() if base.get(key) != value}
+            if not differ:
+                continue
+        else:
+            differ = backend.model_dump(mode="json", exclude_defaults=True, exclude_none=True)
+            differ["type"] = backend.type
+        if differ.get("url") == MANAGED_DEFAULT_URL and backend.type == "llamacpp-managed":
+            del differ["url"]
+        shown.append({"name": backend.name, **{k: v for k, v in differ.items() if k != "name"}})
+    return shown
+
+
+def removed_default_backends(settings: Settings) -> list[str]:
+    """The default backends the file leaves out (``config show --changed`` names them)."""
+    names = {backend.name for backend in settings.backends}
+    return [backend.name for backend in Settings().backends if backend.name not in names]
+
+
 _SECRET_NAME = re.compile(r"(?i)auth|key|token|secret|cookie|session|pass|signature|credential")
 
 
@@ -425,6 +511,12 @@ def shown_settings(settings: Settings, *, changed_only: bool = False) -> dict[st
     look like credentials are masked (a terminal, a screen share or a bug report must not
     carry them)."""
     data = settings.model_dump(mode="json", exclude_defaults=changed_only, exclude_none=True)
+    if changed_only:
+        changed = _changed_backends(settings)
+        if changed:
+            data["backends"] = changed
+        else:
+            data.pop("backends", None)
     for backend in data.get("backends", []):
         for table in ("headers", "options"):
             values = backend.get(table)

@@ -23,6 +23,8 @@ from typing import Any
 
 from anyfill.config.model import CaptureConfig, CaptureStrategy, Settings
 from anyfill.config.store import default_config_path
+from anyfill.daemon.atspi.capture import AccessibilityCapture
+from anyfill.daemon.backends.keeper import Keeper
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import BackendsReady, Problem
 from anyfill.daemon.completion import Completer
@@ -30,7 +32,6 @@ from anyfill.daemon.control.builtins import install_builtins
 from anyfill.daemon.control.commands import Commands
 from anyfill.daemon.control.server import ControlServer
 from anyfill.daemon.core import Core
-from anyfill.daemon.desktop.capture.accessibility import AccessibilityCapture
 from anyfill.daemon.desktop.capture.base import Strategy
 from anyfill.daemon.desktop.capture.clipboard_mode import ClipboardCapture
 from anyfill.daemon.desktop.capture.keyboard import KeyboardCapture
@@ -49,7 +50,7 @@ from anyfill.daemon.waiting import first_set
 
 log = logging.getLogger("anyfill.app")
 
-CompleterFactory = Callable[[Settings, EventBus], Any]
+CompleterFactory = Callable[[Settings, EventBus, Keeper], Any]
 """Builds an async context manager that is (or yields) a Completer publishing on the bus."""
 
 
@@ -108,14 +109,16 @@ def load_backend_stack() -> None:
     load_keyring()
 
 
-def default_completer(settings: Settings, bus: EventBus | None = None) -> Any:
+def default_completer(
+    settings: Settings, bus: EventBus | None = None, keeper: Keeper | None = None
+) -> Any:
     from anyfill.daemon.engine.engine import Engine
     from anyfill.daemon.scheduler.attempt_log import log_attempts
 
     if bus is None:  # metrics and cooldowns for the tray, MQTT; the daemon's bus logs already
         bus = EventBus()
         log_attempts(bus)
-    return Engine(settings, bus=bus)
+    return Engine(settings, bus=bus, keeper=keeper)
 
 
 def start_mqtt(
@@ -284,7 +287,7 @@ async def serve_core(
         )
         await control.start_serving()
         mqtt.start()
-        async with ConfigWatcher(path, reloader.on_text):
+        async with ConfigWatcher(path, reloader.on_text, on_unreadable=reloader.on_unreadable):
             log.info(
                 "anyfill is running; backends in order: %s", ", ".join(settings.routing.default)
             )

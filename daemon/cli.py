@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -212,10 +212,6 @@ def _tray_shows_settings() -> bool:
     return True
 
 
-def _not_yet(command: str, issue: str) -> NoReturn:
-    raise click.ClickException(f"'anyfill {command}' is not yet available (tracked in {issue})")
-
-
 @cli.command()
 @click.argument("document", required=False, metavar="[FILE|-]")
 @click.option("--marker", help="Cursor marker in the document (default: capture.cursor_marker).")
@@ -231,7 +227,12 @@ def _not_yet(command: str, issue: str) -> NoReturn:
 @click.option("--url", help="Ad-hoc backend URL.")
 @click.option("--model", help="Model for the ad-hoc backend.")
 @click.option("--api-key-env", metavar="VAR", help="Environment variable with the ad-hoc key.")
-@click.option("--max-tokens", type=click.IntRange(1, 32768))
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(1, 32768),
+    metavar="N",
+    help="Longest answer, in tokens (default: the backend's max_tokens).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print backend, mode, timing and raw text.")
 @pass_state
 def complete(state: CliState, /, **options: Any) -> int:
@@ -242,7 +243,8 @@ def complete(state: CliState, /, **options: Any) -> int:
       FILE or -                     a document holding one cursor marker
       --prefix-file/--suffix-file   the text before and after the cursor
       --jsonl IN.jsonl              {"id","prefix","suffix"} per line; prints one
-                                    {"id","middle","backend","ms","error"} per line
+                                    {"id","line","middle","backend","ms","error"}
+                                    per line ("line": its line number in IN.jsonl)
     Backend: --backend NAME from the configuration, or an ad-hoc one with
     --type TYPE --url URL [--model M] [--api-key-env VAR], TYPE being one of
     llamacpp, ollama, openai-completions, mistral-fim, openai-chat, anthropic, gemini.
@@ -250,6 +252,61 @@ def complete(state: CliState, /, **options: Any) -> int:
     from anyfill.daemon.complete_cmd import CompleteArgs, run_complete
 
     return run_complete(state.settings, CompleteArgs(**options), debug=state.debug)
+
+
+@cli.command("eval")
+@click.option(
+    "--suite",
+    type=click.Choice(["single-line", "multi-line", "random-span", "random-span-light"]),
+    default="single-line",
+    show_default=True,
+    help="HumanEval infilling suite (1033 / 5815 / 1640 / 164 problems).",
+)
+@click.option(
+    "--backend",
+    "backends",
+    metavar="NAME",
+    multiple=True,
+    help="A configured backend; repeat to compare (default: the routing chain's first).",
+)
+@click.option("--limit", type=click.IntRange(1), metavar="N", help="Only the first N problems.")
+@click.option(
+    "--execute",
+    is_flag=True,
+    help="Run each problem's test on prefix+middle+suffix (sandboxed) and report pass@1.",
+)
+@click.option(
+    "--time-limit",
+    "time_limit_s",
+    type=click.FloatRange(0.1, 600),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Time limit of one test run with --execute.",
+)
+@click.option("--max-tokens", type=click.IntRange(1, 32768), help="Tokens per completion.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Write results.jsonl (per problem), summary.json and eval.png here.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (for scripts).")
+@pass_state
+def eval_(state: CliState, /, **options: Any) -> int:
+    """Measure backends on HumanEval infilling through the engine a press uses.
+
+    \b
+    Every problem goes through the same templates, post-processing and scheduler
+    limits as a hotkey press. Per backend it prints exact match, edit similarity,
+    pass@1 (with --execute), p50/p95 latency and tokens, beside published reference
+    scores. Ctrl+C stops and keeps what finished. The plot needs matplotlib
+    (pip install 'anyfill[eval]'). See docs/eval.md.
+    """
+    from anyfill.daemon.evaluation.command import EvalArgs, run_eval
+
+    options["backends"] = tuple(options["backends"])
+    return run_eval(state.settings, EvalArgs(**options), debug=state.debug)
 
 
 @cli.command()
@@ -374,14 +431,6 @@ def bench(which: tuple[str, ...], quick: bool, no_peers: bool) -> None:
     run_benchmarks(which or ("all",), quick=quick, peers=not no_peers, say=click.echo)
 
 
-@cli.command(
-    name="eval", context_settings={"ignore_unknown_options": True, "allow_extra_args": True}
-)
-def eval_() -> None:
-    """Score completions on an infilling benchmark (not yet available)."""
-    _not_yet("eval", "the evaluation issue")
-
-
 @cli.group()
 def model() -> None:
     """List, download, choose and remove the models anyfill's own llama-server runs."""
@@ -458,19 +507,30 @@ def config_show(state: CliState, changed: bool) -> None:
     """Print the effective configuration (file + environment) as TOML."""
     import tomlkit
 
-    from anyfill.config.store import shown_settings
+    from anyfill.config.store import removed_default_backends, shown_settings
 
-    data = shown_settings(state.settings(), changed_only=changed)
+    settings = state.settings()
+    data = shown_settings(settings, changed_only=changed)
     click.echo(tomlkit.dumps(data), nl=False)
+    removed = removed_default_backends(settings) if changed else []
+    if removed:
+        click.echo(f"# default backends left out of the file: {', '.join(removed)}")
 
 
 @config.command("validate")
 @pass_state
 def config_validate(state: CliState) -> None:
-    """Check the configuration file; exits 2 and names each problem's line and key."""
+    """Check the configuration file; exits 2 and names each problem's line and key.
+
+    No file is no problem (as for `anyfill doctor`): the defaults are in force."""
     from anyfill.config.store import load_settings
 
     path = state.resolved_config_path()
+    if not path.exists():
+        click.echo(
+            f"{path}: no file, so the defaults are in force ('anyfill config init' writes one)"
+        )
+        return
     load_settings(path, missing_ok=False)
     click.echo(f"{path}: ok")
 

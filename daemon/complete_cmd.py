@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import io
-import itertools
 import json
 import logging
-import random
+import math
 import sys
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,13 +27,8 @@ from anyfill.config.secrets import resolve_api_key
 from anyfill.daemon.completion import Completion, CompletionRequest
 from anyfill.daemon.context import Context
 from anyfill.daemon.engine.engine import Engine
-from anyfill.daemon.errors import (
-    AnyfillError,
-    BackendError,
-    NeedsKeyError,
-    RateLimited,
-    error_text,
-)
+from anyfill.daemon.engine.patience import MAX_BATCH_CONCURRENCY, RatePacer, complete_patiently
+from anyfill.daemon.errors import AnyfillError, NeedsKeyError, error_text
 from anyfill.daemon.log import redact, setup_logging
 
 __all__ = ["CompleteArgs", "run_complete"]
@@ -43,7 +37,6 @@ log = logging.getLogger("anyfill.complete")
 
 EXIT_OK = 0
 EXIT_SOME_FAILED = 1
-MAX_BATCH_CONCURRENCY = 16
 
 _LANGUAGES = {
     ".py": "Python",
@@ -316,6 +309,15 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number as a float; ``1e999`` would become infinity, which no JSON answer can
+    echo back (the line's id is repeated in its result), so the line is a bad one."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is too large")
+    return value
+
+
 def _unicode_problem(*texts: str) -> bool:
     """A lone surrogate (``"\\ud800"``) is valid JSON syntax but no Unicode text."""
     try:
@@ -331,7 +333,7 @@ def _parse_line(number: int, line: str) -> _Line:
         limit = MAX_JSONL_LINE_CHARS // 2**20
         return _Line(number, None, None, f"line {number}: longer than {limit} MiB; skipped")
     try:
-        obj = json.loads(line, parse_constant=_reject_constant)
+        obj = json.loads(line, parse_constant=_reject_constant, parse_float=_finite_float)
     except ValueError as exc:
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
         return _Line(number, None, None, f"line {number}: not JSON ({reason})")
@@ -357,38 +359,6 @@ def result_line(result: dict[str, Any]) -> str:
     return text + "\n"
 
 
-#: How long one batch line keeps asking a backend that answers "later" (429, 5xx, resets).
-BATCH_PATIENCE_S = 120.0
-#: Tries of a line whose backend failed (5xx, a reset); a rate limit only costs time.
-BATCH_ATTEMPTS = 4
-
-
-async def _complete_patiently(
-    engine: Engine, request: CompletionRequest, sleep: Callable[[float], Awaitable[None]]
-) -> Completion:
-    """A batch line waits for its backends instead of failing. A rate limit (the server's
-    429, or the pause it started) is waited out as long as the server asked, within
-    ``BATCH_PATIENCE_S``; another retryable failure is tried again after a short backoff,
-    ``BATCH_ATTEMPTS`` times at most."""
-    loop = asyncio.get_running_loop()
-    give_up = loop.time() + BATCH_PATIENCE_S
-    failures = 0
-    for attempt in itertools.count(1):
-        try:
-            return await engine.complete(replace(request, id=f"{request.id}.{attempt}"))
-        except BackendError as exc:
-            if isinstance(exc, RateLimited):
-                wait = exc.retry_after if exc.retry_after is not None else 1.0
-            else:
-                failures += 1
-                wait = min(2.0, 0.25 * 2 ** (failures - 1))
-            wait += random.uniform(0, 0.25)  # the lines that waited together spread out
-            if not exc.retryable or failures >= BATCH_ATTEMPTS or loop.time() + wait > give_up:
-                raise
-            await sleep(wait)
-    raise AssertionError("unreachable")
-
-
 async def _run_batch(
     settings: Settings,
     chain: tuple[str, ...],
@@ -401,6 +371,7 @@ async def _run_batch(
         settings.backend(name).limits.max_concurrent for name in chain if _has(settings, name)
     )
     gate = asyncio.Semaphore(max(1, min(MAX_BATCH_CONCURRENCY, limit)))
+    pacer = RatePacer(asyncio.get_running_loop().time)
     failed = False
     async with Engine(settings) as engine:
 
@@ -424,7 +395,7 @@ async def _run_batch(
             )
             async with gate:
                 try:
-                    done = await _complete_patiently(engine, request, asyncio.sleep)
+                    done = await complete_patiently(engine, request, asyncio.sleep, pacer)
                 except AnyfillError as exc:
                     log.info("line %d failed: %s", line.number, error_text(exc))
                     return {**out, "error": redact(error_text(exc))}

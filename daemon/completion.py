@@ -36,6 +36,10 @@ class FimPrompt:
     filename: str = ""
     extra: tuple[tuple[str, str], ...] = ()
     request_id: str = ""
+    sample: int = 0
+    """0: the backend's usual answer. N > 0: another sample for the preview's Alt+] (the
+    usual one is already shown): seed N and a temperature of at least
+    ``ALTERNATIVE_TEMPERATURE``, never served from or kept in the cache."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,8 @@ class CompletionRequest:
     """None: decide from the context (``completion.single_line`` setting)."""
     deadline: float | None = None
     """``time.monotonic()`` after which the request is dropped unsent."""
+    sample: int = 0
+    """Another sample than the usual answer (see :attr:`FimPrompt.sample`)."""
 
 
 @dataclass(frozen=True)

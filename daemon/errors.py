@@ -124,6 +124,8 @@ class ConfigError(AnyfillError):
         self.path = path
         self.line = line
         self.key = key
+        self.reason = message
+        """What is wrong, without the path in front."""
         where = ""
         if path:
             where = f"{path}:{line}: " if line else f"{path}: "

@@ -43,8 +43,13 @@ model = "codestral-latest"
 [backends.limits]
 requests_per_minute = 60
 
+[[backends]]
+name = "managed"
+type = "llamacpp-managed"
+model = "qwen2.5-coder-1.5b"
+
 [routing]
-default = ["llamacpp", "codestral"]
+default = ["llamacpp", "codestral", "managed"]
 hedge_after_ms = 400
 
 [[insert.apps]]
@@ -52,6 +57,11 @@ match = "(?i)^firefox$"
 title = "(?i)webmail"
 mode = "preview"
 backends = ["llamacpp"]
+
+[[insert.apps]]
+match = "(?i)(xterm|konsole|gnome-terminal)"
+paste_keys = "<ctrl>+<shift>+v"
+copy_keys = "<ctrl>+<shift>+c"
 
 [[insert.apps]]
 match = "(?i)(keepassxc?|1password|bitwarden)"

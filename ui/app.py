@@ -240,11 +240,11 @@ def run_tray(settings: Settings, config_path: Path) -> int:
         # The desktop path is X11 (also for Xwayland apps in a Wayland session): the popup
         # must be an X11 window too, or it cannot be placed at their caret.
         os.environ["QT_QPA_PLATFORM"] = "xcb"
-    if desktop_kind() == "wayland":
-        # libatspi (the core's AT-SPI thread) dispatches its D-Bus connection from GLib's
-        # default main context; Qt's GLib event dispatcher would dispatch that context on
-        # the GUI thread at the same time, racing libatspi (AT-SPI calls hung, a crash).
-        os.environ.setdefault("QT_NO_GLIB", "1")
+    # On every platform: libatspi (the core's AT-SPI thread) attaches the connections it
+    # opens to applications to GLib's default main context; Qt's GLib event dispatcher
+    # would dispatch that context on the GUI thread at the same time, racing libatspi
+    # (a segfault when an application closed, AT-SPI calls that stalled past their wait).
+    os.environ.setdefault("QT_NO_GLIB", "1")
     app = QApplication.instance() or QApplication(["anyfill"])
     assert isinstance(app, QApplication)
     app.setApplicationName("anyfill")

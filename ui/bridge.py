@@ -33,6 +33,7 @@ from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import DaemonStatus
 from anyfill.daemon.core import Core
 from anyfill.daemon.managed.events import ManagedServerChanged
+from anyfill.ui.gc_guard import collect_on_gui_thread
 
 log = logging.getLogger("anyfill.ui.bridge")
 
@@ -96,6 +97,8 @@ class CoreBridge(QObject):
         """Start the core thread; returns once its loop runs (``ready`` comes later)."""
         if self._thread is not None:
             raise RuntimeError("the core was already started")
+        # From now on a garbage Qt object must never be freed on the core's thread.
+        collect_on_gui_thread()
         self._thread = threading.Thread(target=self._thread_main, name="anyfill-core", daemon=True)
         self._serving = True
         self._thread.start()

@@ -1,4 +1,9 @@
-"""The `anyfill doctor` findings in a window, each with its fix, refreshed on demand."""
+"""The `anyfill doctor` findings in a window, each with its fix, refreshed on demand.
+
+The checks run on a thread of their own with their own event loop, never on the core's: the
+doctor asks the control socket whether the daemon answers, and that socket is served by the
+core's loop, so checks running there would block the very answer they wait for (they always
+read "did not answer within 2 s")."""
 
 from __future__ import annotations
 
@@ -7,14 +12,27 @@ import concurrent.futures
 import html
 from pathlib import Path
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtCore import QRect, Qt
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
 
 from anyfill.daemon.doctor.checks import Finding, diagnose
+from anyfill.daemon.doctor.report import EXIT_FAILURE, EXIT_OK, verdict_line
 from anyfill.ui.bridge import CoreBridge
 
 _worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="anyfill-doctor")
 _MARKS = {"ok": ("✓", "#15803d"), "warn": ("!", "#b45309"), "fail": ("✗", "#dc2626")}
+PREFERRED_SIZE = (900, 620)
+"""What the findings need to be read without scrolling on a usual screen; a smaller
+screen gets at most 90 % of its free area and a scroll bar."""
 
 
 def findings_html(findings: list[Finding]) -> str:
@@ -29,6 +47,22 @@ def findings_html(findings: list[Finding]) -> str:
     return f"<table cellspacing='4'>{''.join(rows)}</table>"
 
 
+def verdict_of(findings: list[Finding]) -> Finding:
+    """The doctor's own verdict line for these findings (as `anyfill doctor` prints it)."""
+    failed = any(finding.status == "fail" for finding in findings)
+    return verdict_line(findings, EXIT_FAILURE if failed else EXIT_OK)
+
+
+def fitted(available: QRect, preferred: tuple[int, int] = PREFERRED_SIZE) -> QRect:
+    """The window's place: its preferred size, never more than 90 % of the screen's free
+    area, centred on it, so no part of it starts off-screen."""
+    width = min(preferred[0], int(available.width() * 0.9))
+    height = min(preferred[1], int(available.height() * 0.9))
+    left = available.left() + (available.width() - width) // 2
+    top = available.top() + (available.height() - height) // 2
+    return QRect(left, top, width, height)
+
+
 class DiagnosticsWindow(QWidget):
     def __init__(self, bridge: CoreBridge, config_path: Path) -> None:
         super().__init__()
@@ -36,10 +70,18 @@ class DiagnosticsWindow(QWidget):
         self._bridge = bridge
         self._config_path = config_path
         self.findings: list[Finding] = []
-        self._report = QLabel("Checking…")
+        self.verdict = QLabel("Checking…")
+        self.verdict.setTextFormat(Qt.TextFormat.RichText)
+        self.verdict.setWordWrap(True)
+        self._report = QLabel()
         self._report.setTextFormat(Qt.TextFormat.RichText)
         self._report.setWordWrap(True)
+        self._report.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self._report.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.scroll_area = QScrollArea()
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll_area.setWidget(self._report)
         again = QPushButton("Check again")
         again.clicked.connect(self.run_checks)
         close = QPushButton("Close")
@@ -49,23 +91,31 @@ class DiagnosticsWindow(QWidget):
         buttons.addWidget(again)
         buttons.addWidget(close)
         layout = QVBoxLayout(self)
-        layout.addWidget(self._report, 1)
+        layout.addWidget(self.verdict)
+        layout.addWidget(self.scroll_area, 1)
         layout.addLayout(buttons)
-        self.resize(640, 320)
+        self.fit_to_screen()
+
+    def fit_to_screen(self) -> None:
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        if screen is not None:
+            self.setGeometry(fitted(screen.availableGeometry()))
 
     def run_checks(self) -> None:
-        """Run the doctor on the core loop (backends are asked over the network)."""
-        self._report.setText("Checking…")
-        checks = diagnose(self._bridge.settings, self._config_path)
-        if self._bridge.running:
-            future = self._bridge.submit(checks)
-        else:  # the core could not start (no display...): the checks say why, off the GUI
-            future = _worker.submit(asyncio.run, checks)
+        """Run the doctor off the core loop (see the module's docstring) and off the GUI."""
+        self.verdict.setText("Checking…")
+        self._report.setText("")
+        future = _worker.submit(asyncio.run, diagnose(self._bridge.settings, self._config_path))
         self._bridge.then(future, self._show, self._failed)
 
     def _show(self, findings: list[Finding]) -> None:
         self.findings = findings
+        verdict = verdict_of(findings)
+        mark, colour = _MARKS[verdict.status]
+        self.verdict.setText(
+            f'<b style="color:{colour}">{mark} {html.escape(verdict.detail, quote=False)}</b>'
+        )
         self._report.setText(findings_html(findings))
 
     def _failed(self, error: BaseException) -> None:
-        self._report.setText(f"The checks could not run: {html.escape(str(error))}")
+        self.verdict.setText(f"The checks could not run: {html.escape(str(error))}")

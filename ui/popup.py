@@ -21,6 +21,7 @@ from PySide6.QtGui import (
     QCursor,
     QFont,
     QFontDatabase,
+    QFontMetrics,
     QGuiApplication,
     QHideEvent,
     QPaintEvent,
@@ -124,6 +125,7 @@ class PreviewPopup(QFrame):
         for label in (self._header, self._body, self._hint):
             label.setTextFormat(Qt.TextFormat.RichText)
             label.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+            label.setWordWrap(True)  # bounded by the screen: see _render
         self._body.setTextInteractionFlags(Qt.TextInteractionFlag.NoTextInteraction)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(10, 6, 10, 6)
@@ -190,6 +192,8 @@ class PreviewPopup(QFrame):
             parts.append(f"{event.ms:.0f} ms" if event.final else f"first text {event.ms:.0f} ms")
         if event.alternative:
             parts.append(f"alternative {event.alternative + 1}")
+            if event.how:
+                parts.append(event.how)
         header = " · ".join(html.escape(p) for p in parts)
         if event.error:
             header += f' · <span style="color:#dc2626">{html.escape(event.error)}</span>'
@@ -215,22 +219,44 @@ class PreviewPopup(QFrame):
         shown = self._shown
         if shown is None:
             return
+        width = self._text_width()
+        metrics = QFontMetrics(self._body.font())
         before = shown.line_before.lstrip() if len(shown.line_before) > 40 else shown.line_before
+        # The context is only there to show where the answer goes: cut it (the start of the
+        # line before, the end of the line after) to a third of the width each. The
+        # completion itself is never cut sideways: its long lines wrap.
+        before = metrics.elidedText(before, Qt.TextElideMode.ElideLeft, width // 3)
+        after = metrics.elidedText(shown.line_after, Qt.TextElideMode.ElideRight, width // 3)
         if self.text:
             lines = self.text.split("\n")
             if len(lines) > MAX_LINES:
                 lines = [*lines[:MAX_LINES], "…"]
-            middle = html.escape("\n".join(lines))
-            middle_html = f'<span style="background:{self._mark}">{middle}</span>'
+            middle = "\n".join(lines)
+            middle_html = f'<span style="background:{self._mark}">{html.escape(middle)}</span>'
             if not self.final:
                 middle_html += self._dimmed("▍")
         else:
-            note = "failed" if error else "no completion" if self.final else "thinking…"
-            middle_html = f'<i style="color:{self._dim}">{note}</i>'
-        body = self._dimmed(before) + middle_html + self._dimmed(shown.line_after)
-        self._body.setText(f'<pre style="margin:0; white-space:pre">{body}</pre>')
+            middle = "failed" if error else "no completion" if self.final else "thinking…"
+            middle_html = f'<i style="color:{self._dim}">{middle}</i>'
+        body = self._dimmed(before) + middle_html + self._dimmed(after)
+        self._body.setText(f'<pre style="margin:0; white-space:pre-wrap">{body}</pre>')
+        plain = f"{before}{middle}▍{after}"
+        natural = max(metrics.horizontalAdvance(line) for line in plain.split("\n")) + 4
+        self._body.setFixedWidth(min(natural, width))
+        self._body.setFixedHeight(self._body.heightForWidth(self._body.width()))
+        for label in (self._header, self._hint):
+            label.setMaximumWidth(width)
         self.adjustSize()
         self._place()
+
+    def _text_width(self) -> int:
+        """The widest the popup's text may be: a share of the screen, less the margins."""
+        layout = self.layout()
+        margins = self.contentsMargins()
+        if layout is not None:
+            margins += layout.contentsMargins()
+        area = self._screen_area()
+        return int(area.width() * MAX_WIDTH_FRACTION) - margins.left() - margins.right()
 
     def _anchor_for(self, event: PreviewShown) -> tuple[QRect, bool]:
         caret = event.caret

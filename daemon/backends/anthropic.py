@@ -60,7 +60,7 @@ class AnthropicBackend(HttpBackend):
             "max_tokens": self.max_tokens(prompt),
             "system": chat.system,
             "messages": [{"role": "user", "content": chat.user}],
-            "temperature": self.config.temperature,
+            **self.sampling(prompt, ""),  # the Messages API takes no seed
             "stop_sequences": list(plan.stop),
             "stream": True,
         }

@@ -53,6 +53,10 @@ T = TypeVar("T")
 
 log = logging.getLogger("anyfill.backends")
 
+ALTERNATIVE_TEMPERATURE = 0.7
+"""The lowest temperature another sample is asked with: at the usual 0.1 a small model
+gives the same answer again whatever the seed."""
+
 #: Failures before any answer that a stale keep-alive connection causes.
 STALE_CONNECTION = (httpx.RemoteProtocolError, httpx.WriteError, httpx.ReadError)
 
@@ -129,6 +133,21 @@ class HttpBackend(Backend):
 
     def headers(self) -> dict[str, str]:
         return {**self.auth_headers(), **self.config.headers}
+
+    def temperature(self, prompt: FimPrompt) -> float:
+        """The configured temperature; for another sample (Alt+] in the preview) at least
+        ``ALTERNATIVE_TEMPERATURE``, so the answer can differ from the one shown."""
+        if prompt.sample > 0:
+            return max(self.config.temperature, ALTERNATIVE_TEMPERATURE)
+        return self.config.temperature
+
+    def sampling(self, prompt: FimPrompt, seed_key: str = "seed") -> dict[str, Any]:
+        """``temperature``, and for another sample a seed of its own under ``seed_key``
+        (each wire API names it its way; '' where it has none)."""
+        fields: dict[str, Any] = {"temperature": self.temperature(prompt)}
+        if prompt.sample > 0 and seed_key:
+            fields[seed_key] = prompt.sample
+        return fields
 
     def max_tokens(self, prompt: FimPrompt) -> int:
         """The prompt's limit when the caller set one (> 0), else the backend's config."""

@@ -47,7 +47,7 @@ class GeminiBackend(HttpBackend):
             "contents": [{"role": "user", "parts": [{"text": chat.user}]}],
             "generationConfig": {
                 "maxOutputTokens": self.max_tokens(prompt),
-                "temperature": self.config.temperature,
+                **self.sampling(prompt),
                 "stopSequences": list(plan.stop[:MAX_STOP]),
             },
         }

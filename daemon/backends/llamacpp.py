@@ -91,7 +91,11 @@ class LlamaCppBackend(HttpBackend):
         super().__init__(*args, **kwargs)
         self._infill: bool | None = None
         """None: not tried yet; False: /infill answered 501 for this server's model."""
-        self._template: tuple[FimTemplate, str] | None = None
+        self._detected: dict[str, tuple[FimTemplate, str] | str] = {}
+        """Per configured model: the template found for raw prompts and why, or the message
+        saying none fits. A miss is remembered too: a ``--jsonl`` run asks for a template
+        once per small batch, and probing ``/props`` and ``/tokenize`` again each time made
+        it about 15 times slower per line than single requests."""
         self._lock = asyncio.Lock()
 
     def url(self, path: str) -> str:
@@ -139,7 +143,7 @@ class LlamaCppBackend(HttpBackend):
     def _common(self, prompt: FimPrompt) -> dict[str, Any]:
         return {
             "n_predict": self.max_tokens(prompt),
-            "temperature": self.config.temperature,
+            **self.sampling(prompt),
             "cache_prompt": True,
             "t_max_predict_ms": DEFAULT_T_MAX_PREDICT_MS,
             "stream": True,
@@ -202,11 +206,19 @@ class LlamaCppBackend(HttpBackend):
         """The template for raw prompts and the note saying why it was chosen."""
         if explicit is not None:
             return explicit, ""
+        model = self.config.model
         async with self._lock:
-            if self._template is None:
-                self._template = await self._detect()
-                log.info("backend %s: %s", self.name, self._template[1])
-        return self._template
+            if model not in self._detected:
+                try:
+                    self._detected[model] = await self._detect()
+                except UnsupportedFeature as exc:
+                    self._detected[model] = str(exc)
+                found = self._detected[model]
+                log.info("backend %s: %s", self.name, found if isinstance(found, str) else found[1])
+        found = self._detected[model]
+        if isinstance(found, str):
+            raise UnsupportedFeature(self.name, found, status=501)
+        return found
 
     async def _detect(self) -> tuple[FimTemplate, str]:
         model = await self._model_name()
@@ -282,7 +294,7 @@ class LlamaCppBackend(HttpBackend):
                     for p in prompts
                 ],
                 "max_tokens": self.max_tokens(first),
-                "temperature": self.config.temperature,
+                **self.sampling(first),
                 "stop": self.stops(template.stop, first),
                 "cache_prompt": True,
                 "stream": False,

@@ -44,7 +44,7 @@ class MistralFimBackend(HttpBackend):
             "prompt": prompt.prefix,
             "suffix": prompt.suffix,
             "max_tokens": self.max_tokens(prompt),
-            "temperature": self.config.temperature,
+            **self.sampling(prompt, "random_seed"),
             "stream": True,
         }
         stops = self.stops((), prompt)

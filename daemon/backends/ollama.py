@@ -127,7 +127,7 @@ class OllamaBackend(HttpBackend):
     def _options(self, prompt: FimPrompt, template_stops: tuple[str, ...]) -> dict[str, Any]:
         options: dict[str, Any] = {
             "num_predict": self.max_tokens(prompt),
-            "temperature": self.config.temperature,
+            **self.sampling(prompt),
         }
         stops = self.stops(template_stops, prompt)
         if stops:

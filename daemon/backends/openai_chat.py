@@ -52,7 +52,7 @@ class OpenAIChatBackend(HttpBackend):
                 {"role": "user", "content": chat.user},
             ],
             limit_key: self.max_tokens(prompt),
-            "temperature": self.config.temperature,
+            **self.sampling(prompt),
             "stream": True,
             "stream_options": {"include_usage": True},
             "stop": list(plan.stop[: self.max_stop()]),

@@ -195,7 +195,7 @@ class OpenAICompletionsBackend(HttpBackend):
         body: dict[str, Any] = {
             "prompt": prompt_text,
             "max_tokens": self.max_tokens(prompt),
-            "temperature": self.config.temperature,
+            **self.sampling(prompt),
             "stream": True,
             "stream_options": {"include_usage": True},
         }

@@ -16,7 +16,9 @@ from importlib import metadata
 import httpx
 
 from anyfill.config.model import BACKEND_TYPES, BackendConfig, ModelsConfig
+from anyfill.config.secrets import refuse_clear_text
 from anyfill.daemon.backends.base import Backend, BackendContext
+from anyfill.daemon.backends.keeper import Keeper
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.errors import ConfigError
 
@@ -78,9 +80,15 @@ def create_backend(
     *,
     bus: EventBus | None = None,
     models: ModelsConfig | None = None,
+    keeper: Keeper | None = None,
 ) -> Backend:
     """The backend for ``config``; a managed one publishes its server's state on ``bus``
-    and finds its model with ``models``."""
+    and finds its model with ``models``.
+
+    Every request starts from a backend built here, so this is where a key meant for plain
+    http:// to another host is refused (:class:`ConfigError`), whoever supplied it."""
+    if api_key:
+        refuse_clear_text(config)
     return backend_class(config.type).create(
-        config, client, api_key, BackendContext(bus=bus, models=models)
+        config, client, api_key, BackendContext(bus=bus, models=models, keeper=keeper)
     )

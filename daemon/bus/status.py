@@ -125,6 +125,9 @@ class PreviewText:
     alternative: int = 0
     """Which alternative this is (0: the first answer; Alt+]/Alt+[ move between them)."""
     error: str = ""
+    how: str = ""
+    """What an alternative is: "next backend" (another backend's answer) or "another
+    sample" (the same backend asked again with another seed); '' for the first answer."""
 
     @property
     def topic(self) -> str:

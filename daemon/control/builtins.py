@@ -21,10 +21,25 @@ from anyfill.daemon.control.commands import CommandError, Commands, optional_boo
 from anyfill.daemon.core import Core
 from anyfill.daemon.desktop.hotkeys import Action
 from anyfill.daemon.desktop.preview import PREVIEW_COMMANDS
+from anyfill.daemon.managed.events import ManagedServerChanged
 from anyfill.daemon.version import version_string
 
 ACTIONS: tuple[str, ...] = get_args(Action)
 WINDOWS = ("settings", "diagnostics")
+
+
+def managed_summary(event: ManagedServerChanged) -> dict[str, Any]:
+    """A managed llama-server's last state for ``status``: where it listens, its process,
+    its model, and what to do when it cannot run."""
+    return {
+        "backend": event.backend,
+        "state": event.state,
+        "url": event.url,
+        "pid": event.pid,
+        "model": event.model,
+        "detail": event.detail,
+        "fix": event.fix,
+    }
 
 
 def install_builtins(commands: Commands, core: Core) -> None:
@@ -73,6 +88,7 @@ def install_builtins(commands: Commands, core: Core) -> None:
             },
             "presses": len(history),
             "last": outcome_summary(history[-1]) if history else None,
+            "managed": [managed_summary(event) for event in core.managed_servers()],
             "sections": commands.status_sections(),
         }
 

@@ -53,7 +53,56 @@ def status_text(status: dict[str, Any]) -> str:
         lines.append(f"last:     {last.get('action', '?')} {outcome_line(last)}, {age} ago")
     else:
         lines.append("last:     no hotkey press yet")
+    for server in status.get("managed") or []:
+        lines.append(f"managed:  {managed_line(server)}")
     for name, value in (status.get("sections") or {}).items():
-        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        lines.append(f"{name}: {shown}")
+        lines.append(f"{name + ':':<9} {section_text(name, value)}")
     return "\n".join(lines)
+
+
+_SERVER_STATES = {
+    "stopped": "stopped",
+    "starting": "starting",
+    "ready": "ready",
+    "restarting": "restarting",
+    "failed": "failed",
+    "missing_binary": "cannot start: nothing to run llama.cpp with",
+    "missing_model": "cannot start: no model",
+}
+
+
+def managed_line(server: dict[str, Any]) -> str:
+    """``managed ready at http://127.0.0.1:41234 (pid 4242, model qwen…gguf)``; a server
+    that cannot run says why and what to do."""
+    state = str(server.get("state", "?"))
+    line = f"{server.get('backend', '?')} {_SERVER_STATES.get(state, state)}"
+    if server.get("url") and state in ("ready", "starting", "restarting"):
+        line += f" at {server['url']}"
+    details = []
+    if server.get("pid"):
+        details.append(f"pid {server['pid']}")
+    if server.get("model"):
+        details.append(f"model {server['model']}")
+    if details:
+        line += f" ({', '.join(details)})"
+    if state not in ("ready", "starting") and server.get("detail"):
+        line += f": {server['detail']}"
+    if server.get("fix"):
+        line += f"; {server['fix']}"
+    return line
+
+
+def section_text(name: str, value: Any) -> str:
+    """A status section another layer adds, in words: the tray's icon, the config file;
+    anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    if name == "tray" and isinstance(value, dict) and "error" not in value:
+        if value.get("icon"):
+            return "the icon shows in the system tray"
+        if value.get("host") is False:
+            return "no system tray here, so no icon (the hotkeys and the preview work)"
+        return "no icon shown"
+    if isinstance(value, dict) and set(value) == {"error"}:
+        return f"could not be read: {value['error']}"
+    return json.dumps(value, ensure_ascii=False)

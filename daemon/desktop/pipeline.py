@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
@@ -22,7 +22,13 @@ from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import PressFinished, PressStarted, PressStatus
 from anyfill.daemon.completion import Completer, Completion, CompletionRequest
 from anyfill.daemon.desktop import apprules
-from anyfill.daemon.desktop.capture.base import Captured, ReadBack, Strategy, capture
+from anyfill.daemon.desktop.capture.base import (
+    Captured,
+    ReadBack,
+    ReadBackAround,
+    Strategy,
+    capture,
+)
 from anyfill.daemon.desktop.hotkeys import Action
 from anyfill.daemon.desktop.inject.focus import ensure_focus
 from anyfill.daemon.desktop.inject.inserter import Inserter
@@ -31,6 +37,7 @@ from anyfill.daemon.desktop.preview import Look, PreviewController
 from anyfill.daemon.errors import AnyfillError, FocusChanged, SecureField, error_text
 from anyfill.daemon.log import Private
 from anyfill.daemon.settings.live import Reader, reader
+from anyfill.daemon.waiting import Interrupted, Interruptions, run_interruptibly
 
 log = logging.getLogger("anyfill.pipeline")
 
@@ -39,6 +46,7 @@ Status = PressStatus
 VERIFY_CHARS = 200
 """The read-back must end with this much of the captured prefix plus the completion."""
 UNCHANGED = "the completion did not land: the text before the caret is unchanged"
+AFTER_CHANGED = "the text after the caret is not what it was: check the document"
 INSERT_RETRIES = 1
 """A paste the read-back shows dropped, with the text unchanged, is sent once more."""
 
@@ -407,7 +415,8 @@ class Pipeline:
         strategies: Mapping[CaptureStrategy, Strategy | ReadBack],
         verify: bool,
     ) -> tuple[Status, str]:
-        """``inserted`` when the text before the caret now ends with what we inserted."""
+        """``inserted`` when the text before the caret now ends with what we inserted (and,
+        where the strategy reads both sides, the text after it is still what it was)."""
         method = captured.context.method
         strategy: object = next((s for n, s in strategies.items() if n == method), None)
         if not verify or not isinstance(strategy, ReadBack):
@@ -416,11 +425,18 @@ class Pipeline:
             ensure_focus(self._desktop.windows, target.window_id)
         except FocusChanged:
             return "sent", "not checked: the focus moved right after the insertion"
-        now = await strategy.read_back(target, app)
+        after: str | None = None
+        if isinstance(strategy, ReadBackAround):
+            around = await strategy.read_back_around(target, app)
+            now, after = around if around is not None else (None, None)
+        else:
+            now = await strategy.read_back(target, app)
         if now is None:
             return "sent", "not checked: the text could not be read back"
         wanted = (captured.whole_prefix + middle)[-VERIFY_CHARS:]
         if now.endswith(wanted):
+            if after is not None and not after.startswith(captured.whole_suffix[:VERIFY_CHARS]):
+                return "failed", AFTER_CHANGED
             return "inserted", ""
         if now.endswith(captured.whole_prefix[-VERIFY_CHARS:]):
             return "failed", UNCHANGED
@@ -432,17 +448,24 @@ class Pipeline:
         await self._desktop.clipboard.offer(captured.source, ClipSnapshot.from_text(whole))
 
 
-async def _uninterrupted(step: Awaitable[T]) -> T:
-    """Run ``step`` to its end even if we are cancelled meanwhile, then honour the cancel."""
-    task = asyncio.ensure_future(step)
+async def _uninterrupted(step: Coroutine[object, object, T]) -> T:
+    """Run ``step`` to its end even if we are cancelled meanwhile, then honour the cancel.
+
+    Its read-only parts (saving the user's clipboard, before anything was taken) end at
+    once on the cancel: an owner dripping an incremental transfer must not hold the press.
+    """
+    scope = Interruptions()
+    task = run_interruptibly(step, scope)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
+        scope.interrupt()
         while not task.done():
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait([task])
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("a step finished with an error while cancelling: %s", task.exception())
+        error = None if task.cancelled() else task.exception()
+        if error is not None and not isinstance(error, Interrupted):
+            log.warning("a step finished with an error while cancelling: %s", error)
         raise
 
 

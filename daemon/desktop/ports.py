@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -59,14 +59,25 @@ class ClipSnapshot:
         return cls(items)
 
 
-def saved_or_refused(which: Which, offered: int, snapshot: ClipSnapshot) -> ClipSnapshot:
+def saved_or_refused(
+    which: Which, offered: int, snapshot: ClipSnapshot, *, unread: Sequence[str] = ()
+) -> ClipSnapshot:
     """``snapshot`` of a selection whose owner offered ``offered`` formats; raises
-    ClipboardUnreadable when it offered some and none could be saved (an owner too slow
-    or too big to answer): restoring an empty clipboard would lose the user's."""
+    ClipboardUnreadable when it offered some and none could be saved, or when ``unread``
+    names formats it offered that could not be read within the time and size limits (an
+    owner too slow or too big to answer): restoring a partial clipboard would lose the
+    rest, the user's text among it, so the press stops before the clipboard is taken."""
     if offered and snapshot.empty:
         raise ClipboardUnreadable(
             f"could not save the {which} selection ({offered} formats offered, none read in"
             " time); nothing was changed, so that it is not lost"
+        )
+    if unread:
+        names = ", ".join(unread[:3]) + (f" and {len(unread) - 3} more" if len(unread) > 3 else "")
+        raise ClipboardUnreadable(
+            f"could not save all of the {which} selection ({len(unread)} of {offered} formats"
+            f" not read within the limits: {names}); nothing was changed, so that it is not"
+            " lost"
         )
     return snapshot
 

@@ -7,9 +7,12 @@ changes, when the user types or clicks anywhere. The keys are given back the mom
 closes. A key that accepts when there is nothing to accept yet is sent on to the
 application, so the user loses no keystroke.
 
-Alternatives: Alt+] asks the next backend of the chain (the chain rotated by one), or the
-same backend again when there is only one; Alt+[ goes back. Each alternative is asked
-once and kept, so cycling back shows it at once.
+Alternatives: Alt+] asks the backends that have not answered in this preview yet (the
+chain rotated by one, the ones that answered left out): the next backend's answer. When
+none of them answers (the only one configured, or the others down), the backend that
+answered first is asked for another sample (a seed of its own and a higher temperature,
+past the cache), so the alternative is a real one; the popup says which it is. Alt+[
+goes back. Each alternative is asked once and kept, so cycling back shows it at once.
 """
 
 from __future__ import annotations
@@ -73,6 +76,13 @@ class _Alternative:
     text: str = ""
     backend: str = ""
     first_text_ms: float | None = None
+    then: CompletionRequest | None = None
+    """Asked when ``request`` gets no answer: another sample from a backend that answered."""
+    how: str = ""
+    """What this alternative is, for the popup: "next backend" or "another sample"."""
+    tried: tuple[str, ...] = ()
+    """The backends asked for their usual answer (not asked for it again in this preview):
+    the chain up to the one that answered, or all of it when none did."""
 
 
 @dataclass
@@ -339,8 +349,18 @@ class PreviewController:
 
     # -- alternatives -----------------------------------------------------------------
 
-    def _start(self, session: _Session, request: CompletionRequest) -> None:
-        alternative = _Alternative(request)
+    def _start(
+        self,
+        session: _Session,
+        request: CompletionRequest | None,
+        then: CompletionRequest | None = None,
+    ) -> None:
+        first = request or then
+        assert first is not None
+        alternative = _Alternative(first, then=then if request is not None else None)
+        asked = (request.backends or session.chain) if request is not None else ()
+        if request is None:
+            alternative.how = "another sample"
         session.alternatives.append(alternative)
         session.index = len(session.alternatives) - 1
         started = time.monotonic()
@@ -358,12 +378,29 @@ class PreviewController:
                         alternative.backend,
                         ms=alternative.first_text_ms,
                         alternative=number,
+                        how=alternative.how,
                     )
                 )
 
+        async def ask() -> Completion:
+            try:
+                return await session.completer.complete(alternative.request, on_text)
+            except RequestDropped:
+                raise
+            except AnyfillError as exc:
+                then = alternative.then
+                alternative.tried = asked
+                if then is None:
+                    raise
+                # No other backend answers: the one that did gives another sample.
+                log.info("no other backend answers (%s); asking for another sample", exc)
+                alternative.request, alternative.then = then, None
+                alternative.how = "another sample"
+                return await session.completer.complete(then, on_text)
+
         async def complete() -> Completion:
             try:
-                completion = await session.completer.complete(request, on_text)
+                completion = await ask()
             except RequestDropped:
                 raise
             except AnyfillError as exc:
@@ -373,11 +410,15 @@ class PreviewController:
                 raise
             alternative.completion = completion
             alternative.backend = completion.backend
+            if alternative.request.sample == 0 and completion.backend in asked:
+                alternative.tried = asked[: asked.index(completion.backend) + 1]
+            if number > 0 and not alternative.how:
+                alternative.how = "next backend"
             self._show(session, number)
             session.events.put_nowait(("done", alternative))
             return completion
 
-        alternative.task = asyncio.create_task(complete(), name=f"preview-{request.id}")
+        alternative.task = asyncio.create_task(complete(), name=f"preview-{first.id}")
         alternative.task.add_done_callback(_consume)
 
     def _show(self, session: _Session, number: int) -> None:
@@ -394,6 +435,7 @@ class PreviewController:
                 ms=completion.ms if completion is not None else None,
                 alternative=number,
                 error=alternative.error,
+                how=alternative.how,
             )
         )
 
@@ -409,7 +451,19 @@ class PreviewController:
         chain = session.chain
         rotation = target % len(chain) if chain else 0
         rotated = chain[rotation:] + chain[:rotation]
-        self._start(session, replace(base, id=new_request_id(), backends=rotated))
+        answered = [a.backend for a in session.alternatives if a.completion is not None]
+        tried = {name for a in session.alternatives for name in a.tried}
+        fresh = tuple(name for name in rotated if name not in tried)
+        # The backend whose answer was shown first gives another sample, seeded by the
+        # alternative's number (a different one for each).
+        again = answered[0] if answered else (chain[0] if chain else "")
+        sample = replace(
+            base, id=new_request_id(), backends=(again,) if again else (), sample=target
+        )
+        if fresh:
+            self._start(session, replace(base, id=new_request_id(), backends=fresh), then=sample)
+        else:
+            self._start(session, None, then=sample)
 
 
 class _Answered:

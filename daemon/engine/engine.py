@@ -23,6 +23,7 @@ from anyfill.config.secrets import resolve_api_key
 from anyfill.daemon.backends.base import Backend, FimPrompt, Plan, Usage
 from anyfill.daemon.backends.common import closing_stream
 from anyfill.daemon.backends.http import make_client
+from anyfill.daemon.backends.keeper import Keeper
 from anyfill.daemon.backends.registry import create_backend
 from anyfill.daemon.bus import EventBus, RequestEnded, RequestStarted
 from anyfill.daemon.completion import (
@@ -98,9 +99,13 @@ class Engine:
         backends: Mapping[str, Backend] | None = None,
         environ: Mapping[str, str] | None = None,
         bus: EventBus | None = None,
+        keeper: Keeper | None = None,
     ) -> None:
         self.settings = settings
         self.bus = bus
+        self.keeper = keeper
+        """Shared with the engines before and after this one: a managed server whose
+        settings did not change keeps running across them."""
         """Where the default scheduler publishes its metrics and cooldowns (tray, MQTT)."""
         self._dispatcher_arg = dispatcher
         self._given_backends = backends
@@ -155,7 +160,7 @@ class Engine:
             client = make_client(config)
             self._clients.append(client)
             self.backends[config.name] = create_backend(
-                config, client, key, bus=self.bus, models=self.settings.models
+                config, client, key, bus=self.bus, models=self.settings.models, keeper=self.keeper
             )
 
     async def __aexit__(
@@ -201,6 +206,7 @@ class Engine:
             filename=context.filename,
             extra=context.extra,
             request_id=request.id,
+            sample=request.sample,
         )
 
     async def complete(

@@ -85,13 +85,14 @@ async def try_backend(
 
     client = None
     given: dict[str, Backend] | None = None
-    if api_key:
-        register_secret(api_key)
-        client = make_client(config)
-        given = {config.name: create_backend(config, client, api_key.strip())}
-    engine = Engine(settings, dispatcher, environ=environ, backends=given)
     started = time.monotonic()
     try:
+        if api_key:
+            register_secret(api_key)
+            client = make_client(config)
+            # create_backend refuses a key meant for plain http:// to another host.
+            given = {config.name: create_backend(config, client, api_key.strip())}
+        engine = Engine(settings, dispatcher, environ=environ, backends=given)
         async with engine:
             done = await engine.complete(
                 CompletionRequest(TRIAL_CONTEXT, max_tokens=TRIAL_MAX_TOKENS)

@@ -16,6 +16,7 @@ __all__ = [
     "trim_extra_newlines",
     "trim_following_lines",
     "trim_prefix_echo",
+    "trim_rewritten_line_start",
     "trim_suffix_echo",
 ]
 
@@ -222,6 +223,30 @@ def trim_prefix_echo(middle: str, prefix: str, suffix: str = "") -> str:
         combined = current + middle[: len(middle) - len(middle.lstrip(" \t"))]
         if combined not in _nearby_indents(prefix, suffix):
             return middle[len(current) :]
+    return middle
+
+
+def trim_rewritten_line_start(answer: str, middle: str, prefix: str, suffix: str) -> str:
+    """Drop a short echo of the caret line's start from a model that rewrote the whole line.
+
+    ``answer`` is the text before the suffix checks, ``middle`` after them. When they cut
+    exactly the rest of the caret's line (or more) from a one-line ``middle``, the model
+    wrote the line from its start to its end; the one or two characters before the caret
+    that ``trim_prefix_echo`` keeps (``x`` of ``    x|``, below its three-character
+    threshold) are its copy of the line's start too: ``    x`` + ``x = compute()`` before
+    `` = compute()`` ... A clean answer never loses its end to the rest of the line, so this
+    never fires on one.
+    """
+    line = _first_line(suffix)
+    current = prefix[prefix.rfind("\n") + 1 :]
+    if not line.strip() or not current.strip() or "\n" in middle:
+        return middle
+    if not (answer.startswith(middle) and answer[len(middle) :].startswith(line)):
+        return middle
+    # From the line start, indentation included: a middle that merely starts with the same
+    # character (``"`` + ``""Docstring``) is not a rewrite of the line.
+    if middle.startswith(current) and len(middle) > len(current):
+        return middle[len(current) :]
     return middle
 
 

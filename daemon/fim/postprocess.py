@@ -6,11 +6,13 @@
    markers, stop strings and leaked special tokens of any family, an opening "Here is..."
    sentence, one fenced block around the whole answer;
 2. drop an echo of the text before the caret (the current line, or the whole document);
-3. in single-line mode keep the first line;
-4. drop the end that repeats the start of the suffix (bracket/quote balance decides, or
-   evidence: the whole rest of the line, or enough characters);
-5. cut where the answer starts writing the lines that already follow the caret;
-   drop a final line break that would make more blank lines than the document has;
+3. drop the end that repeats the start of the suffix (bracket/quote balance decides, or
+   evidence: the whole rest of the line, or enough characters), and cut where the answer
+   starts writing the lines that already follow the caret; in single-line mode these run
+   on the whole answer before the first line is kept, and again on that line;
+4. when step 3 cut the rest of the caret's line from a one-line answer, the model rewrote
+   the whole line: its start is dropped too, even the one or two characters step 2 keeps;
+5. drop a final line break that would make more blank lines than the document has;
 6. keep one round of a line or block that the answer repeats to its end (a runaway loop);
 7. drop control characters (terminal escapes, NUL, bidi overrides, U+2028...) that the
    document does not hold itself (``controls.strip_controls``).
@@ -30,6 +32,7 @@ from anyfill.daemon.fim.overlap import (
     trim_extra_newlines,
     trim_following_lines,
     trim_prefix_echo,
+    trim_rewritten_line_start,
     trim_suffix_echo,
 )
 from anyfill.daemon.fim.repetition import trim_repetition
@@ -83,14 +86,22 @@ def clean(
         if text == before:
             break
     text = trim_prefix_echo(text, prefix, suffix)
+    answer = text
     if single_line:
-        text = text.split("\n", 1)[0]
+        # The overrun checks first: the repeated next line that proves an overrun is in the
+        # lines the first-line cut throws away.
+        text = _trim_overruns(text, prefix, suffix).split("\n", 1)[0]
+    text = _trim_overruns(text, prefix, suffix)
+    text = trim_rewritten_line_start(answer, text, prefix, suffix)
+    text = trim_extra_newlines(text, prefix, suffix)
+    return strip_controls(trim_repetition(text), document)
+
+
+def _trim_overruns(text: str, prefix: str, suffix: str) -> str:
     # An exact echo of the suffix's start is the more precise reading, so it goes first:
     # "the" before "the.\nthe." is the suffix again, not a start of its second line.
     text = trim_suffix_echo(text, prefix, suffix)
-    text = trim_following_lines(text, prefix, suffix)
-    text = trim_extra_newlines(text, prefix, suffix)
-    return strip_controls(trim_repetition(text), document)
+    return trim_following_lines(text, prefix, suffix)
 
 
 _ONE_LINE_STARTS = re.compile(r"[ \t]*(?:#|//|--\s|[-*>]\s|\d+[.)]\s)")

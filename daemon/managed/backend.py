@@ -17,6 +17,7 @@ import httpx
 from anyfill.config.model import BackendConfig, ModelsConfig
 from anyfill.daemon.backends.base import BackendContext, BatchResult, FimPrompt, StreamObserver
 from anyfill.daemon.backends.common import closing_stream
+from anyfill.daemon.backends.keeper import Keeper
 from anyfill.daemon.backends.llamacpp import LlamaCppBackend
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.errors import ConfigError
@@ -24,7 +25,26 @@ from anyfill.daemon.managed.supervisor import LlamaServerSupervisor
 from anyfill.daemon.models.download import download_in_background
 from anyfill.daemon.models.store import resolve_model
 
-__all__ = ["ManagedLlamaCppBackend"]
+__all__ = ["ManagedLlamaCppBackend", "server_key"]
+
+
+def server_key(config: BackendConfig, models: ModelsConfig | None) -> str:
+    """What makes a managed server what it is: its name (the events', the logs'), its
+    port, its model, its ``[backends.server]`` table and where models are found. A change
+    of anything else (max_tokens, timeouts, another backend, a hotkey) keeps it running."""
+    import json
+
+    models = models or ModelsConfig()
+    return json.dumps(
+        [
+            config.name,
+            config.url,  # a fixed port, when one is written
+            config.model,
+            config.server.model_dump(mode="json"),
+            models.model_dump(mode="json"),
+        ],
+        sort_keys=True,
+    )
 
 
 class ManagedLlamaCppBackend(LlamaCppBackend):
@@ -38,10 +58,20 @@ class ManagedLlamaCppBackend(LlamaCppBackend):
         *,
         bus: EventBus | None = None,
         models: ModelsConfig | None = None,
+        keeper: Keeper | None = None,
         **supervisor_options: Any,
     ) -> None:
         super().__init__(config, client, api_key)
-        self.supervisor = LlamaServerSupervisor(config, models, bus=bus, **supervisor_options)
+
+        def make() -> LlamaServerSupervisor:
+            return LlamaServerSupervisor(config, models, bus=bus, **supervisor_options)
+
+        self._keeper = keeper
+        self._lease = server_key(config, models)
+        if keeper is None:
+            self.supervisor = make()
+        else:  # the server an engine before this one runs, when nothing of it changed
+            self.supervisor = keeper.lease(self._lease, make, LlamaServerSupervisor.aclose)
         self.api_key = self.supervisor.api_key  # sent as a Bearer token by the llamacpp code
 
     @classmethod
@@ -53,7 +83,9 @@ class ManagedLlamaCppBackend(LlamaCppBackend):
         context: BackendContext | None = None,
     ) -> Self:
         context = context or BackendContext()
-        return cls(config, client, api_key, bus=context.bus, models=context.models)
+        return cls(
+            config, client, api_key, bus=context.bus, models=context.models, keeper=context.keeper
+        )
 
     def url(self, path: str) -> str:
         return f"{self.supervisor.url}{path}"
@@ -105,4 +137,7 @@ class ManagedLlamaCppBackend(LlamaCppBackend):
         return path
 
     async def aclose(self) -> None:
-        await self.supervisor.aclose()
+        if self._keeper is None:
+            await self.supervisor.aclose()
+        else:  # stopped once no engine holds it any more
+            await self._keeper.release(self._lease)

@@ -16,6 +16,7 @@ one is deleted, never used. No token is sent: the models are public.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import logging
 import os
@@ -72,6 +73,15 @@ CHUNK = 1024 * 1024
 RESUMES = 5
 """Dropped connections resumed within one run before giving up (the next run resumes too)."""
 REDIRECTS = 5
+MIN_RATE = 100 * 1024
+"""Bytes per second below which a download is given up (with :data:`BASE_TIME_S`)."""
+BASE_TIME_S = 300.0
+
+
+def time_limit_s(size: int) -> float:
+    """How long one run may take for ``size`` bytes: a server that drips one byte a
+    minute (under every read timeout) is stopped, a slow but real link is not."""
+    return BASE_TIME_S + size / MIN_RATE
 
 
 def _headers() -> dict[str, str]:
@@ -178,20 +188,27 @@ def download_model(
     *,
     endpoint: str | None = None,
     progress: Progress | None = None,
+    time_limit: float | None = None,
 ) -> Path:
     """Download ``model`` to ``destination`` (its final path); resumes a ``.part`` file.
 
-    Raises :class:`DownloadError` with what to do; the final path only ever holds a file
-    whose SHA-256 matched."""
+    Never writes more than the catalogue's size, nor past ``time_limit`` seconds
+    (:func:`time_limit_s` of the size by default). Raises :class:`DownloadError` with what
+    to do; the final path only ever holds a file whose SHA-256 matched."""
     if destination.is_file():
         return destination
     destination.parent.mkdir(parents=True, exist_ok=True)
+    limit = time_limit if time_limit is not None else time_limit_s(model.size)
     with _only_download_of(destination, model.name):
-        return _download(model, destination, endpoint, progress)
+        return _download(model, destination, endpoint, progress, limit)
 
 
 def _download(
-    model: CatalogModel, destination: Path, endpoint: str | None, progress: Progress | None
+    model: CatalogModel,
+    destination: Path,
+    endpoint: str | None,
+    progress: Progress | None,
+    limit: float,
 ) -> Path:
     import httpx
 
@@ -216,12 +233,22 @@ def _download(
     if progress is not None:
         progress(have, model.size)
     try:
-        _fetch(info.url, part, model.size, progress)
+        _fetch(info.url, part, model.size, progress, time.monotonic() + limit)
     except (OSError, httpx.HTTPError, DownloadError) as exc:  # network, disk, what was served
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            # The space is the user's: a partial file on a full disk is no help to them.
+            part.unlink(missing_ok=True)
+            raise DownloadError(
+                f"the download of {model.name} stopped: {destination.parent} is full; the "
+                "partial file was deleted; free some space or set [models] dir to another disk"
+            ) from exc
         kept = part.stat().st_size if part.exists() else 0
+        if not kept:
+            part.unlink(missing_ok=True)
+        then = "run the same command again to resume" if kept else "nothing was kept"
         raise DownloadError(
             f"the download of {model.name} stopped at {human_size(kept)} of {model.size_text}: "
-            f"{exc or type(exc).__name__}; run the same command again to resume"
+            f"{exc or type(exc).__name__}; {then}"
         ) from exc
     digest = sha256_of(part)
     if digest != model.sha256:
@@ -235,18 +262,33 @@ def _download(
     return destination
 
 
-def _fetch(url: str, part: Path, total: int, progress: Progress | None) -> None:
+def _fetch(url: str, part: Path, total: int, progress: Progress | None, deadline: float) -> None:
     """Append the file's bytes to ``part`` from where it ends, resuming after a dropped
-    connection up to RESUMES times; each piece is reported once it is written."""
+    connection up to RESUMES times; each piece is reported once it is written. Stops at
+    ``total`` bytes whatever the server sends (a longer body is not this file: the
+    checksum then says so) and at ``deadline`` (``time.monotonic()``)."""
     import httpx
 
     have = part.stat().st_size if part.exists() else 0
+    started, first = time.monotonic(), have
     resumes = 0
+
+    def too_slow() -> DownloadError:
+        took = time.monotonic() - started
+        return DownloadError(
+            f"too slow: {human_size(have - first)} in {took:.0f} s (a download that stays "
+            f"under {human_size(MIN_RATE)}/s is given up)"
+        )
+
     with _client() as client:
         while have < total:
             wanted = {"Range": f"bytes={have}-"} if have else {}
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise too_slow()
+            timeout = httpx.Timeout(min(10.0, left), read=min(60.0, left))
             try:
-                with client.stream("GET", url, headers=wanted) as answer:
+                with client.stream("GET", url, headers=wanted, timeout=timeout) as answer:
                     if answer.status_code not in (200, 206):
                         raise DownloadError(
                             f"the file's address answered HTTP {answer.status_code}"
@@ -256,11 +298,17 @@ def _fetch(url: str, part: Path, total: int, progress: Progress | None) -> None:
                         have = 0
                     with part.open("ab") as handle:
                         for piece in answer.iter_bytes(CHUNK):
-                            handle.write(piece)
-                            have += len(piece)
+                            handle.write(piece[: total - have])
+                            have += min(len(piece), total - have)
                             if progress is not None:
-                                progress(min(have, total), total)
+                                progress(have, total)
+                            if have >= total:
+                                break  # closes the connection: no byte past the file
+                            if time.monotonic() > deadline:
+                                raise too_slow()
             except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise too_slow() from None
                 resumes += 1
                 if resumes > RESUMES:
                     raise
@@ -271,8 +319,6 @@ def _fetch(url: str, part: Path, total: int, progress: Progress | None) -> None:
                 resumes += 1
                 if resumes > RESUMES:
                     raise DownloadError(f"the server sent {have} of {total} bytes")
-    if have > total:
-        raise DownloadError(f"the server sent {have} bytes, {total} were announced")
 
 
 @dataclass(frozen=True)

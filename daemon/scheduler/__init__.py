@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from anyfill.daemon.backends.base import Backend
     from anyfill.daemon.bus import EventBus
     from anyfill.daemon.errors import AnyfillError
+    from anyfill.daemon.scheduler.cache import CompletionCache
     from anyfill.daemon.scheduler.scheduler import Scheduler
 
 __all__ = ["Scheduler", "build_scheduler"]
@@ -34,8 +35,12 @@ def build_scheduler(
     *,
     unusable: Mapping[str, AnyfillError] | None = None,
     bus: EventBus | None = None,
+    cache: CompletionCache | None = None,
 ) -> Scheduler:
-    """The daemon's scheduler over the built backends, routed as the settings say."""
+    """The daemon's scheduler over the built backends, routed as the settings say
+    (``cache``: another completion cache, e.g. ``CompletionCache(0)`` for none)."""
     from anyfill.daemon.scheduler.scheduler import Scheduler
 
-    return Scheduler(list(backends.values()), settings.routing, bus=bus, unusable=unusable)
+    return Scheduler(
+        list(backends.values()), settings.routing, bus=bus, unusable=unusable, cache=cache
+    )

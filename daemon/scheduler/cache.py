@@ -69,6 +69,8 @@ class CompletionCache:
         )
 
     def get(self, backend: str, prompt: FimPrompt, *, interactive: bool = False) -> CacheHit | None:
+        if prompt.sample > 0:
+            return None  # another sample was asked for: the cached answer is the usual one
         group = self._group(backend, prompt)
         tail = prompt.prefix[-self.prefix_chars :]
         entry = self._entries.get((group, tail))
@@ -112,8 +114,8 @@ class CompletionCache:
         *,
         ahead: bool = False,
     ) -> None:
-        if self.max_entries <= 0 or not text:
-            return
+        if self.max_entries <= 0 or not text or prompt.sample > 0:
+            return  # a sample is not the usual answer a later press should get
         group = self._group(backend, prompt)
         tail = prompt.prefix[-self.prefix_chars :]
         key = (group, tail)

@@ -2,7 +2,11 @@
 
 - :class:`ConfigWatcher` notices a new version of the file (the panel's atomic rename and a
   text editor's save alike) by polling its identity; a stat every few hundred milliseconds
-  costs nothing and needs no platform notification API.
+  costs nothing and needs no platform notification API. A version is read only once it held
+  still for ``settle_s`` (a save that truncates and then writes is one change, not an empty
+  file and then a cut one), and it is read and parsed off the event loop within the CLI's
+  bounds (:func:`~anyfill.config.store.read_config_text`: a regular file of at most 1 MiB), so
+  a FIFO, ``/dev/zero`` or a 100 MB file costs an error line, never the hotkeys or SIGTERM.
 - The engine changes through :class:`~anyfill.daemon.engine.swappable.SwappableCompleter`.
 - :class:`Reloader` validates the new text exactly as ``anyfill config validate`` does. A
   bad file changes nothing: the last good settings stay, and the problems (file:line: key:
@@ -22,16 +26,21 @@ from pathlib import Path
 from types import TracebackType
 
 from anyfill.config.model import Settings
-from anyfill.config.store import InvalidConfig, parse_settings
+from anyfill.config.store import InvalidConfig, parse_settings, read_config_text
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import Problem
 from anyfill.daemon.errors import AnyfillError, ConfigError, HotkeyTaken
+from anyfill.daemon.log import redact
 from anyfill.daemon.settings.live import SECTIONS, changed_sections
 
 log = logging.getLogger("anyfill.reload")
 
-#: How often the file's identity is checked; a change is read once it held still this long.
+#: How often the file's identity is checked.
 POLL_S = 0.25
+#: How long a new version must hold still before it is read: longer than the pause between
+#: an in-place save's truncate and its write (an editor's is microseconds; a script's
+#: ``: > file; ...; cat > file`` a fraction of a second), short enough to feel live.
+SETTLE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -74,18 +83,24 @@ def file_id(path: Path) -> FileId | None:
 
 
 class ConfigWatcher:
-    """Calls ``on_text`` with the file's text each time a new version of it settled."""
+    """Calls ``on_text`` with the file's text each time a new version of it settled, and
+    ``on_unreadable`` with the reason when a version cannot be read (removed, not a regular
+    file, too big, not UTF-8)."""
 
     def __init__(
         self,
         path: Path,
         on_text: Callable[[str], Awaitable[None]],
         *,
+        on_unreadable: Callable[[str], None] | None = None,
         poll_s: float = POLL_S,
+        settle_s: float = SETTLE_S,
     ) -> None:
         self.path = path
         self._on_text = on_text
+        self._on_unreadable = on_unreadable
         self._poll_s = poll_s
+        self._settle_s = settle_s
         self._seen = file_id(path)
         self._task: asyncio.Task[None] | None = None
 
@@ -105,31 +120,45 @@ class ConfigWatcher:
                 await self._task
             self._task = None
 
-    async def _watch(self) -> None:
+    async def _settled(self) -> FileId | None:
+        """The file's identity once a change held still for ``settle_s``."""
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self._poll_s)
             current = file_id(self.path)
             if current == self._seen:
                 continue
-            # An editor may write in several steps: read once the file held still.
-            await asyncio.sleep(self._poll_s)
-            if file_id(self.path) != current:
-                continue
+            since = loop.time()
+            while loop.time() - since < self._settle_s:
+                await asyncio.sleep(self._poll_s)
+                later = file_id(self.path)
+                if later != current:  # still being written: wait from this step on
+                    current, since = later, loop.time()
             self._seen = current
+            return current
+
+    async def _watch(self) -> None:
+        while True:
+            current = await self._settled()
             if current is None:
-                log.warning("%s was removed; the settings in force stay", self.path)
+                self._unreadable("the file was removed")
                 continue
             try:
-                text = self.path.read_text("utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                log.error(
-                    "%s: cannot read the file: %s; the settings in force stay", self.path, exc
-                )
+                # A thread, so neither the read nor a slow disk holds the loop; the bounds
+                # are the CLI's, so the thread ends soon whatever sits at the path.
+                text = await asyncio.to_thread(read_config_text, self.path)
+            except ConfigError as exc:
+                self._unreadable(exc.reason)
                 continue
             try:
                 await self._on_text(text)
             except Exception:  # a failed reload must never stop the watcher, or the daemon
                 log.exception("applying %s failed; the settings in force stay", self.path)
+
+    def _unreadable(self, reason: str) -> None:
+        log.warning("%s: %s; the settings in force stay", self.path, reason)
+        if self._on_unreadable is not None:
+            self._on_unreadable(reason)
 
 
 Applier = Callable[[Settings, Settings], Awaitable[list[AnyfillError]]]
@@ -160,7 +189,8 @@ class Reloader:
     async def on_text(self, text: str) -> None:
         path = str(self.path)
         try:
-            new = parse_settings(text, path=path, environ=self._environ)
+            # Off the loop: parsing costs about 0.75 s per MB, and a file may hold 1 MiB.
+            new = await asyncio.to_thread(parse_settings, text, path=path, environ=self._environ)
             if self._check is not None:
                 self._check(new)
         except InvalidConfig as exc:
@@ -187,7 +217,15 @@ class Reloader:
                 self._bus.publish(Problem("restart_needed", str(note), "restart anyfill"))
         self._bus.publish(SettingsApplied(path, changed, tuple(map(str, notes))))
 
+    def on_unreadable(self, reason: str) -> None:
+        """The file on disk cannot be read: the last good settings stay, and ``status``
+        and the tray say so instead of "in force"."""
+        self._reject((f"{self.path}: cannot read the file: {reason}",))
+
     def _reject(self, problems: tuple[str, ...]) -> None:
+        # A key pasted into a wrong-typed field is echoed by the validator ("found '...'"):
+        # status and the tray show what the log shows, redacted.
+        problems = tuple(redact(problem) for problem in problems)
         if problems == self.rejected:
             return
         self.rejected = problems

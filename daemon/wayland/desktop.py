@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from anyfill.daemon.atspi.focus import AtspiFocus
+from anyfill.daemon.atspi.insert import AtspiInserter
 from anyfill.daemon.desktop.hotkeys import Action, Hotkey, Trigger
 from anyfill.daemon.desktop.ports import Clipboard, Desktop, Keys, Target
 from anyfill.daemon.errors import DesktopUnavailable
-from anyfill.daemon.wayland.atspi import AtspiFocus, AtspiInserter
 from anyfill.daemon.wayland.clipboard import WlClipboard, wl_clipboard_installed
 from anyfill.daemon.wayland.compositor import FocusSource, compositor_focus
 from anyfill.daemon.wayland.connection import open_connection

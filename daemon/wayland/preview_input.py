@@ -29,11 +29,11 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from anyfill.daemon.atspi.events import AtspiTextEvents
 from anyfill.daemon.context import CaretRect, ScreenArea
 from anyfill.daemon.desktop.hotkeys import Hotkey
 from anyfill.daemon.desktop.ports import Target
 from anyfill.daemon.errors import DesktopUnavailable
-from anyfill.daemon.wayland.atspi_events import AtspiTextEvents
 from anyfill.daemon.wayland.kwin import KWinFocus
 from anyfill.daemon.wayland.session import (
     compositor,

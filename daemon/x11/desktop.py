@@ -10,6 +10,7 @@ from anyfill.daemon.desktop.hotkeys import Action, Hotkey, Trigger
 from anyfill.daemon.desktop.ports import Desktop
 from anyfill.daemon.x11.connection import XConnection
 from anyfill.daemon.x11.grab import X11Hotkeys
+from anyfill.daemon.x11.keeper import Keeper
 from anyfill.daemon.x11.keyboard import X11Keys
 from anyfill.daemon.x11.preview_input import X11PreviewInput
 from anyfill.daemon.x11.selection import X11Clipboard
@@ -34,7 +35,10 @@ class X11Desktop:
         async with AsyncExitStack() as stack:
             await stack.enter_async_context(self._conn)
             keys = X11Keys(self._conn)
-            clipboard = X11Clipboard(self._conn)
+            keeper = Keeper()
+            await keeper.start(self._conn.window.id)
+            stack.push_async_callback(keeper.close)
+            clipboard = X11Clipboard(self._conn, keeper)
             stack.push_async_callback(self._hand_over, clipboard)
             hotkeys = await stack.enter_async_context(
                 X11Hotkeys(self._conn, keys, self._bindings, self._on_trigger)

@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from anyfill.daemon.desktop.ports import ClipSnapshot, Offer, Value, Which, saved_or_refused
 from anyfill.daemon.errors import InsertError
+from anyfill.daemon.waiting import interruptible
 from anyfill.daemon.x11.connection import XConnection
+
+if TYPE_CHECKING:
+    from anyfill.daemon.x11.keeper import Keeper
 
 log = logging.getLogger("anyfill.x11.selection")
 
@@ -34,7 +40,22 @@ META_TARGETS = frozenset(
     }
 )
 SNAPSHOT_TIMEOUT_S = 1.0
+"""How long the owner may take for one answer (one format, one chunk of a transfer)."""
+SNAPSHOT_BUDGET_S = 3.0
+"""How long saving every format may take in all: longer, and the press stops."""
 SNAPSHOT_MAX_BYTES = 64 * 1024 * 1024
+"""The most a saved clipboard may hold, counted while it is read."""
+SNAPSHOT_PARALLEL = 4
+"""Formats asked for at once: an owner answering one at a time still answers each soon."""
+TEXT_TARGETS = (
+    "UTF8_STRING",
+    "text/plain;charset=utf-8",
+    "text/plain",
+    "STRING",
+    "TEXT",
+    "COMPOUND_TEXT",
+)
+"""Read first: the formats a user pastes most, and what a snapshot must never lack."""
 _NAMES: dict[Which, str] = {"clipboard": "CLIPBOARD", "primary": "PRIMARY"}
 
 
@@ -64,10 +85,12 @@ class _State:
 class X11Clipboard:
     """The :class:`~anyfill.daemon.desktop.ports.Clipboard` port on X11."""
 
-    def __init__(self, conn: XConnection) -> None:
+    def __init__(self, conn: XConnection, keeper: Keeper | None = None) -> None:
         from Xlib import X
 
         self._conn = conn
+        self._keeper = keeper
+        """Handed the user's content before we take a selection (None in the keeper)."""
         self._owned: dict[int, _State] = {}
         self._notify: dict[int, asyncio.Future[Any]] = {}
         self._prop_waiters: dict[tuple[int, int], asyncio.Queue[Any]] = {}
@@ -85,16 +108,34 @@ class X11Clipboard:
     # -- ports -----------------------------------------------------------------------
 
     async def snapshot(self, which: Which) -> ClipSnapshot:
-        """Every format the current owner offers (our own offer is copied directly)."""
+        """Every format the current owner offers (our own offer is copied directly).
+
+        Raises ClipboardUnreadable when a format it offered could not be read within the
+        time and size limits: a partial copy, restored, would lose the rest (the text of
+        an owner that lists it last). A cancel of the press ends the reading at once.
+        """
         from Xlib import X
 
         selection = self._conn.atom(_NAMES[which])
-        mine = self._owned.get(selection)
+        owner = int(getattr(self._conn.display.get_selection_owner(selection), "id", 0))
+        mine = self._still_mine(selection, owner)
         if mine is not None:
             return mine.offer.snapshot
-        owner = self._conn.display.get_selection_owner(selection)
-        if owner == X.NONE or getattr(owner, "id", 0) == 0:
-            return ClipSnapshot()
+        if owner == X.NONE:
+            snapshot = ClipSnapshot()
+        else:
+            async with interruptible():
+                snapshot = await self._snapshot_of_owner(which, selection)
+        # Whatever we take next, this is what the user should have if we die meanwhile.
+        await self._keep(which, snapshot)
+        return snapshot
+
+    async def _keep(self, which: Which, snapshot: ClipSnapshot) -> None:
+        if self._keeper is not None:
+            await self._keeper.keep(which, snapshot)
+
+    async def _snapshot_of_owner(self, which: Which, selection: int) -> ClipSnapshot:
+        deadline = time.monotonic() + SNAPSHOT_BUDGET_S
         timestamp = await self._conn.server_time()
         got = await self._convert(selection, "TARGETS", timestamp, SNAPSHOT_TIMEOUT_S)
         if got is None or not isinstance(got[2], tuple):
@@ -104,23 +145,48 @@ class X11Clipboard:
                 which, 1, ClipSnapshot.from_text(text) if text is not None else ClipSnapshot()
             )
         names = [self._conn.atom_name(atom) for atom in got[2] if atom]
-        wanted = [name for name in dict.fromkeys(names) if name not in META_TARGETS]
-        results = await asyncio.gather(
-            *(self._convert(selection, name, timestamp, SNAPSHOT_TIMEOUT_S) for name in wanted)
-        )
+        wanted = read_order(name for name in dict.fromkeys(names) if name not in META_TARGETS)
+        items, unread = await self._read_all(selection, wanted, timestamp, deadline)
+        log.debug("saved %s: %d of %d formats", which, len(items), len(wanted))
+        return saved_or_refused(which, len(wanted), ClipSnapshot(items), unread=unread)
+
+    async def _read_all(
+        self, selection: int, wanted: list[str], timestamp: int, deadline: float
+    ) -> tuple[dict[str, tuple[str, int, Value]], list[str]]:
+        """Read ``wanted`` in that order, a few at a time, within ``deadline`` and the
+        size cap; returns what was read and what could not be (refusals are neither:
+        the owner itself has nothing there, so nothing is lost)."""
         items: dict[str, tuple[str, int, Value]] = {}
-        total = 0
-        for name, result in zip(wanted, results, strict=True):
-            if result is None:
-                continue
-            size = len(result[2]) * (1 if result[1] == 8 else result[1] // 8)
-            if total + size > SNAPSHOT_MAX_BYTES:
-                log.warning("clipboard format %s skipped: over %d bytes", name, total + size)
-                continue
-            total += size
-            items[name] = result
-        log.debug("saved %s: %d formats, %d bytes", which, len(items), total)
-        return saved_or_refused(which, len(wanted), ClipSnapshot(items))
+        unread: list[str] = []
+        budget = _Budget(SNAPSHOT_MAX_BYTES)
+        queue = iter(wanted)
+
+        async def worker() -> None:
+            for name in queue:
+                left = deadline - time.monotonic()
+                if left <= 0 or budget.exhausted:
+                    unread.append(name)
+                    continue
+                try:
+                    result = await self._fetch(
+                        selection,
+                        name,
+                        timestamp,
+                        min(SNAPSHOT_TIMEOUT_S, left),
+                        budget=budget,
+                        deadline=deadline,
+                    )
+                except _NotRead as exc:
+                    log.warning("clipboard format %s not saved: %s", name, exc)
+                    unread.append(name)
+                    continue
+                if result is not None:
+                    items[name] = result
+
+        await asyncio.gather(*(worker() for _ in range(min(SNAPSHOT_PARALLEL, len(wanted)))))
+        # In the owner's order (text first), whichever worker finished first.
+        ordered = {name: items[name] for name in wanted if name in items}
+        return ordered, [name for name in wanted if name in unread]
 
     async def offer(self, which: Which, snapshot: ClipSnapshot, reader: int | None = None) -> Offer:
         state = await self._claim(which, snapshot, reader, None)
@@ -157,6 +223,7 @@ class X11Clipboard:
             # Not before a change we saw since (an app's copy): the server would refuse.
             at = max(as_of.stamp, self._changed.get(self._conn.atom(_NAMES[which]), 0))
         if not snapshot.empty:
+            await self._keep(which, snapshot)
             state = await self._claim(which, snapshot, reader, at)
             if state is None:
                 log.info("%s changed hands meanwhile; not restoring it", _NAMES[which])
@@ -181,7 +248,8 @@ class X11Clipboard:
 
     async def read_text(self, which: Which, timeout_s: float) -> str | None:
         selection = self._conn.atom(_NAMES[which])
-        mine = self._owned.get(selection)
+        owner = int(getattr(self._conn.display.get_selection_owner(selection), "id", 0))
+        mine = self._still_mine(selection, owner)
         if mine is not None:
             return mine.offer.snapshot.text()
         timestamp = await self._conn.server_time()
@@ -195,12 +263,20 @@ class X11Clipboard:
     async def hand_over(self) -> None:
         """Before we exit: what we own (usually the user's restored clipboard) must outlive
         us. X drops a selection with its owner, so a clipboard manager saves it (ICCCM
-        SAVE_TARGETS, all formats) or, without one, xclip / xsel keeps the text."""
+        SAVE_TARGETS, all formats), or else the keeper process takes it over (all
+        formats), or without one xclip / xsel keeps the text."""
         for selection, state in list(self._owned.items()):
             name = self._conn.atom_name(selection)
             if name == "CLIPBOARD" and await self._save_to_manager():
                 log.info("the clipboard manager took over the clipboard")
                 continue
+            if self._keeper is not None and self._keeper.alive:
+                # Exactly what we serve, every format: the keeper claims it as we close.
+                await self._keeper.keep(
+                    "clipboard" if name == "CLIPBOARD" else "primary", state.offer.snapshot
+                )
+                if self._keeper.alive:
+                    continue
             text = state.offer.snapshot.text()
             if text is not None:
                 await _spawn_holder(name, text)
@@ -211,7 +287,22 @@ class X11Clipboard:
             return False
         prop = self._conn.atom("ANYFILL_SAVE")
         timestamp = await self._conn.server_time()
-        return await self._ask_owner(manager, "SAVE_TARGETS", prop, timestamp, 3.0)
+        return bool(await self._ask_owner(manager, "SAVE_TARGETS", prop, timestamp, 3.0))
+
+    def _still_mine(self, selection: int, owner: int) -> _State | None:
+        """Our offer of ``selection`` if the server says we still own it. Our record alone
+        is not enough: the SelectionClear of a copy the user made just now may still be
+        unread on the socket, and our stale copy would then be restored over theirs."""
+        self._conn.schedule_pump()  # the reply wait may have queued that very event
+        mine = self._owned.get(selection)
+        if mine is None:
+            return None
+        if owner != self._conn.window.id:
+            log.debug("%s changed hands (event not seen yet)", self._conn.atom_name(selection))
+            del self._owned[selection]
+            mine.offer.lost.set()
+            return None
+        return mine
 
     def _client(self, window_id: int) -> int:
         """The X client a resource belongs to: ids share the bits outside the id mask."""
@@ -243,18 +334,47 @@ class X11Clipboard:
     async def _convert(
         self, selection: int, target: str, timestamp: int, timeout_s: float
     ) -> tuple[str, int, Value] | None:
-        """Ask the owner for ``target`` into a fresh property and read the answer."""
+        """Ask the owner for ``target`` into a fresh property and read the answer; None
+        when it refused, did not answer in time or sent more than the cap."""
+        try:
+            return await self._fetch(
+                selection,
+                target,
+                timestamp,
+                timeout_s,
+                budget=_Budget(SNAPSHOT_MAX_BYTES),
+                deadline=time.monotonic() + SNAPSHOT_BUDGET_S,
+            )
+        except _NotRead as exc:
+            log.debug("reading %s: %s", target, exc)
+            return None
+
+    async def _fetch(
+        self,
+        selection: int,
+        target: str,
+        timestamp: int,
+        timeout_s: float,
+        *,
+        budget: _Budget,
+        deadline: float,
+    ) -> tuple[str, int, Value] | None:
+        """``target``'s data, None when the owner refused it; raises _NotRead when it
+        did not come within ``timeout_s`` (per step) and ``deadline``, or over ``budget``."""
         self._props += 1
         prop = self._conn.atom(f"ANYFILL_SEL_{self._props % 256}")
-        if not await self._ask_owner(selection, target, prop, timestamp, timeout_s):
+        answered = await self._ask_owner(selection, target, prop, timestamp, timeout_s)
+        if answered is None:
+            raise _NotRead(f"no answer within {timeout_s * 1000:.0f} ms")
+        if not answered:
             return None
-        return await self._read_property(prop, timeout_s)
+        return await self._read_property(prop, timeout_s, budget, deadline)
 
     async def _ask_owner(
         self, selection: int, target: str, prop: int, timestamp: int, timeout_s: float
-    ) -> bool:
+    ) -> bool | None:
         """ConvertSelection: True when the owner answered into ``prop``, False when it
-        refused or did not answer in time."""
+        refused, None when it did not answer in time."""
         from Xlib import X
 
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -265,12 +385,17 @@ class X11Clipboard:
             event = await asyncio.wait_for(future, timeout_s)
         except TimeoutError:
             log.debug("no answer for %s", target)
-            return False
+            return None
         finally:
             self._notify.pop(prop, None)
         return bool(event.property != X.NONE)
 
-    async def _read_property(self, prop: int, timeout_s: float) -> tuple[str, int, Value] | None:
+    async def _read_property(
+        self, prop: int, timeout_s: float, budget: _Budget, deadline: float
+    ) -> tuple[str, int, Value] | None:
+        """Read and delete the answer in ``prop``; an incremental (INCR) transfer chunk by
+        chunk, the size checked before each read so that an endless one stops at the cap,
+        and the time against ``deadline`` so that a dripping one stops there."""
         from Xlib import X
 
         window = self._conn.window
@@ -278,8 +403,7 @@ class X11Clipboard:
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self._prop_waiters[key] = queue
         try:
-            reply = window.get_property(prop, X.AnyPropertyType, 0, 2**29, True)
-            self._conn.flush()
+            reply = self._read_chunk(prop, budget)
             if reply is None:
                 return None
             type_name = self._conn.atom_name(reply.property_type)
@@ -290,11 +414,20 @@ class X11Clipboard:
             fmt = 8
             while True:
                 while True:
-                    event = await asyncio.wait_for(queue.get(), timeout_s)
+                    left = min(timeout_s, deadline - time.monotonic())
+                    if left <= 0:
+                        raise _NotRead(f"the transfer took over {SNAPSHOT_BUDGET_S:.0f} s")
+                    try:
+                        event = await asyncio.wait_for(queue.get(), left)
+                    except TimeoutError:
+                        if time.monotonic() < deadline:
+                            raise _NotRead("the incremental transfer stalled") from None
+                        raise _NotRead(
+                            f"the transfer took over {SNAPSHOT_BUDGET_S:.0f} s"
+                        ) from None
                     if event.state == X.PropertyNewValue:
                         break
-                chunk = window.get_property(prop, X.AnyPropertyType, 0, 2**29, True)
-                self._conn.flush()
+                chunk = self._read_chunk(prop, budget)
                 if chunk is None or not chunk.value:
                     break
                 type_name, fmt = self._conn.atom_name(chunk.property_type), chunk.format
@@ -302,11 +435,22 @@ class X11Clipboard:
             if fmt == 8:
                 return type_name, 8, b"".join(p for p in parts if isinstance(p, bytes))
             return type_name, fmt, tuple(v for p in parts if isinstance(p, tuple) for v in p)
-        except TimeoutError:
-            log.debug("incremental clipboard transfer stalled")
-            return None
         finally:
             self._prop_waiters.pop(key, None)
+
+    def _read_chunk(self, prop: int, budget: _Budget) -> Any:
+        """The property's value, deleted; its size is asked first and taken from
+        ``budget`` (raises _NotRead over it, the data left unread)."""
+        from Xlib import X
+
+        window = self._conn.window
+        size = window.get_property(prop, X.AnyPropertyType, 0, 0, False)
+        if size is None:
+            return None
+        budget.take(size.bytes_after)
+        reply = window.get_property(prop, X.AnyPropertyType, 0, 2**29, True)
+        self._conn.flush()
+        return reply
 
     # -- events ----------------------------------------------------------------------
 
@@ -448,6 +592,37 @@ async def _spawn_holder(selection: str, text: str) -> None:
         log.info("%s handed to %s", selection, command[0])
     except TimeoutError:
         log.warning("%s could not be handed to %s", selection, command[0])
+
+
+def read_order(names: Iterable[str]) -> list[str]:
+    """Text formats first (the known ones in :data:`TEXT_TARGETS` order, then other
+    ``text/*``), then the rest as offered."""
+    offered = list(names)
+    known = [name for name in TEXT_TARGETS if name in offered]
+    other_text = [n for n in offered if n.startswith("text/") and n not in TEXT_TARGETS]
+    first = set(known) | set(other_text)
+    return known + other_text + [name for name in offered if name not in first]
+
+
+class _NotRead(Exception):
+    """A format the owner offered could not be read within the limits."""
+
+
+class _Budget:
+    """Bytes a snapshot may still take."""
+
+    def __init__(self, limit: int) -> None:
+        self.left = limit
+
+    @property
+    def exhausted(self) -> bool:
+        return self.left < 0
+
+    def take(self, size: int) -> None:
+        if size > self.left:
+            self.left = -1
+            raise _NotRead(f"the clipboard holds over {SNAPSHOT_MAX_BYTES // 2**20} MiB")
+        self.left -= size
 
 
 def _value(reply: Any) -> Value:

@@ -118,10 +118,7 @@ def test_a_broken_edit_keeps_the_last_good_settings_and_names_the_line(
     line = broken.splitlines().index("max_tokens = -3") + 1
     # An in-place edit, as an editor without backup files does it.
     live.config_path.write_text(broken)
-    expected = (
-        f"{live.config_path}:{line}: backends[0].max_tokens: "
-        "Input should be greater than or equal to 1; found -3"
-    )
+    expected = f"{live.config_path}:{line}: backends[0].max_tokens: must be at least 1; found -3"
     wait_until(lambda: expected in live.log(), 5, "the error in the log")
     assert "the last good settings stay in force" in live.log()
     code, status = live.cli("status")

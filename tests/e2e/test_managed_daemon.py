@@ -90,3 +90,49 @@ def test_the_daemon_answers_from_its_server_and_never_leaves_it_behind(
         code = daemon.stop(sig)
     assert code == (-signal.SIGKILL if sig == signal.SIGKILL else 0)
     wait_until(lambda: not _alive(server), 10, "the llama-server to exit with the daemon")
+
+
+def test_status_names_the_managed_server_where_it_listens(x: XSession) -> None:
+    """`anyfill status` said nothing about the server anyfill runs itself."""
+    daemon = Daemon(x, managed_config(), name="managed-status")
+    try:
+        server = wait_until(lambda: _server_of(daemon), 30, "the managed llama-server")
+        code, out = daemon.cli("status")
+        assert code == 0, out
+        line = next(line for line in out.splitlines() if line.startswith("managed:"))
+        assert line.startswith("managed:  managed ready at http://127.0.0.1:"), out
+        assert f"pid {server}" in line
+        assert TINY_FIM_MODEL in line
+    finally:
+        daemon.stop(signal.SIGTERM)
+
+
+def test_saving_other_settings_keeps_the_running_server(x: XSession) -> None:
+    """Saving any setting (the panel writes the file, the daemon reloads it) stopped the
+    managed llama-server and loaded its model again; only a change of the server's own
+    settings may."""
+    daemon = Daemon(x, managed_config(), name="managed-reload")
+    try:
+        server = wait_until(lambda: _server_of(daemon), 30, "the managed llama-server")
+        text = daemon.config_path.read_text()
+        daemon.config_path.write_text(
+            text.replace("max_tokens = 6", "max_tokens = 7").replace(
+                'level = "INFO"', 'level = "INFO"\nmax_bytes = 2000000'
+            )
+        )
+        wait_until(lambda: "settings reloaded from" in daemon.log(), 10, "the reload")
+        assert _server_of(daemon) == server, daemon.log()
+        assert _alive(server)
+        assert daemon.log().count("managed llama-server 'managed': ready") == 1
+
+        daemon.config_path.write_text(
+            daemon.config_path.read_text().replace("context_size = 1024", "context_size = 2048")
+        )
+        wait_until(lambda: not _alive(server), 20, "the old server to stop")
+        wait_until(
+            lambda: daemon.log().count("managed llama-server 'managed': ready") == 2,
+            30,
+            "the server with the new context size",
+        )
+    finally:
+        daemon.stop(signal.SIGTERM)

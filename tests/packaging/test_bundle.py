@@ -22,8 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from anyfill.daemon.evaluation.problems import load_problems
 from tests.e2e.harness import MISSING, XSession, daemon_config, wait_until
 from tests.servers.http import LoopbackServer
+from tests.servers.humaneval import AnswerKey
 from tests.servers.llamacpp import LlamaCpp
 
 REPO = Path(__file__).resolve().parents[2]
@@ -233,3 +235,32 @@ def test_the_bundles_qt_draws_a_window_under_xvfb(out: Path, tmp_path: Path) -> 
             os.killpg(panel.pid, signal.SIGTERM)
             panel.wait(20)
     assert "anyfill" in name
+
+
+def test_the_wheel_runs_eval_from_its_own_data(out: Path, tmp_path: Path) -> None:
+    """``anyfill eval`` reads the HumanEval files shipped in the wheel (package data), not
+    this checkout's, and their licence is installed beside them."""
+    venv = out / "venv"
+    licence = run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "from importlib import resources; print(resources.files("
+            "'anyfill.daemon.evaluation').joinpath('data', 'LICENSE').read_text())",
+        ],
+        private_env(tmp_path),
+    )
+    assert "MIT License" in licence.stdout, licence.stderr
+    with LoopbackServer.in_thread(AnswerKey(load_problems("single-line", 5))) as srv:
+        config = tmp_path / "anyfill.toml"
+        config.write_text(
+            f'[[backends]]\nname = "box"\ntype = "llamacpp"\nurl = "{srv.url}"\n'
+            '[routing]\ndefault = ["box"]\n[logging]\nfile = false\n'
+        )
+        env = {**private_env(tmp_path), "ANYFILL_CONFIG": str(config), "PYTHONPATH": ""}
+        result = run(
+            [str(venv / "bin" / "anyfill"), "eval", "--limit", "5", "--execute", "--json"], env
+        )
+    assert result.returncode == 0, result.stderr
+    (box,) = json.loads(result.stdout)["backends"]
+    assert (box["answered"], box["exact_match"], box["pass_at_1"]) == (5, 100.0, 100.0)

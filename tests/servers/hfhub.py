@@ -19,7 +19,7 @@ import asyncio
 import hashlib
 from dataclasses import dataclass, field
 
-from tests.servers.http import RecordedRequest, Response
+from tests.servers.http import ClientGone, RecordedRequest, Response
 
 CHUNK = 64 * 1024
 
@@ -51,6 +51,9 @@ class HfHub:
     """A pause after each 64 KiB sent: a slow link, so a user can cancel mid-download."""
     ignore_range: bool = False
     """Answer a ranged GET with the whole file (200), as a mirror without range support."""
+    endless: bool = False
+    """After the file, keep sending zero bytes (a chunked body with no end) until the
+    client goes away (or 256 MiB, a safety stop for the test machine)."""
     """Body bytes sent per GET, in order."""
 
     def handles(self, method: str, path: str) -> bool:
@@ -120,6 +123,9 @@ class HfHub:
             await response.start(status, headers, content_length=size - start)
             response.record.finished = True
             return
+        if self.endless:
+            await self._serve_endlessly(response, status, headers, data[start:])
+            return
         await response.start(status, headers, content_length=size - start)
         sent = 0
         limit = None
@@ -141,3 +147,20 @@ class HfHub:
             if self.chunk_delay_s:
                 await asyncio.sleep(self.chunk_delay_s)
         await response.end()
+
+    async def _serve_endlessly(
+        self, response: Response, status: int, headers: dict[str, str], data: bytes
+    ) -> None:
+        await response.start(status, headers)  # chunked: no length says where it ends
+        self.served_bytes.append(0)
+        zeros = bytes(CHUNK)
+        try:
+            for offset in range(0, len(data), CHUNK):
+                await response.write(data[offset : offset + CHUNK])
+                self.served_bytes[-1] += len(data[offset : offset + CHUNK])
+            while self.served_bytes[-1] < 256 * 2**20:
+                await response.write(zeros)
+                self.served_bytes[-1] += CHUNK
+        except ClientGone:
+            return
+        response.drop()

@@ -193,6 +193,20 @@ class _BadRequest(Exception):
     pass
 
 
+def non_loopback_address() -> str | None:
+    """An IPv4 address of this machine's own interface that is not 127.x (traffic to it
+    stays on the machine, but anyfill must treat it as another host), or None."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("198.51.100.1", 9))  # UDP connect sends nothing: picks the route
+        except OSError:
+            return None
+        address = str(probe.getsockname()[0])
+    return None if address.startswith("127.") else address
+
+
 class LoopbackServer:
     """HTTP/1.1 on 127.0.0.1 with an ephemeral port; records requests and disconnects.
 
@@ -202,8 +216,11 @@ class LoopbackServer:
     :meth:`in_thread` from synchronous code (a bench script, a subprocess test).
     """
 
-    def __init__(self, responder: Responder) -> None:
+    def __init__(self, responder: Responder, host: str = HOST) -> None:
         self.responder = responder
+        self.host = host
+        """Where it listens: 127.0.0.1, or (a test of what anyfill sends to another machine)
+        an address of this machine that is not loopback (:func:`non_loopback_address`)."""
         self.requests: list[RecordedRequest] = []
         self.disconnects: list[Disconnect] = []
         self.connections = 0
@@ -216,11 +233,11 @@ class LoopbackServer:
 
     @property
     def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     async def start(self) -> LoopbackServer:
         self._changed = asyncio.Condition()
-        self._server = await asyncio.start_server(self._serve, HOST, 0)
+        self._server = await asyncio.start_server(self._serve, self.host, 0)
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self
 
@@ -251,9 +268,9 @@ class LoopbackServer:
 
     @classmethod
     @contextlib.contextmanager
-    def in_thread(cls, responder: Responder) -> Iterator[LoopbackServer]:
+    def in_thread(cls, responder: Responder, host: str = HOST) -> Iterator[LoopbackServer]:
         """Run the server in its own thread and event loop (for synchronous callers)."""
-        server = cls(responder)
+        server = cls(responder, host)
         loop = asyncio.new_event_loop()
         ready = threading.Event()
 

@@ -26,6 +26,7 @@ from anyfill.ui.bridge import CoreBridge
 from anyfill.ui.settings.capture import STRATEGIES
 from anyfill.ui.settings.draft import Draft, empty_rule
 from anyfill.ui.settings.fields import Form
+from anyfill.ui.settings.keynames import hotkey_label
 
 COLUMNS = ("Window class", "Title", "What applies")
 MODES = (
@@ -42,13 +43,15 @@ def summary(rule: dict[str, object]) -> str:
         return "anyfill is off"
     parts = []
     if rule.get("mode"):
-        parts.append(f"{rule['mode']}")
+        parts.append(dict(MODES).get(rule["mode"], str(rule["mode"])))  # type: ignore[call-overload]
     if rule.get("capture"):
         parts.append("capture: " + ", ".join(rule["capture"]))  # type: ignore[arg-type]
+    # Keys as the Hotkeys page and the recorder show them (Ctrl+Shift+V), not the file's
+    # <ctrl>+<shift>+v.
     if rule.get("paste_keys"):
-        parts.append(f"paste {rule['paste_keys']}")
+        parts.append(f"paste with {hotkey_label(str(rule['paste_keys']))}")
     if rule.get("copy_keys"):
-        parts.append(f"copy {rule['copy_keys']}")
+        parts.append(f"copy with {hotkey_label(str(rule['copy_keys']))}")
     if rule.get("suggest") is not None:
         parts.append("suggestions " + ("on" if rule["suggest"] else "off"))
     if rule.get("backends"):
@@ -131,7 +134,7 @@ class AppsPage(QWidget):
 
     def _build_form(self) -> Form:
         draft = self.draft
-        form = Form(draft, None)
+        form = Form(draft, None, tips="insert.apps")
         self.match = form.text(
             "Window class", ["match"], placeholder="regular expression, e.g. (?i)^firefox$"
         )

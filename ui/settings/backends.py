@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import html
 from typing import Any
 
 from PySide6.QtCore import Qt
@@ -50,9 +51,9 @@ MANAGED_FIELDS: tuple[tuple[str, ...], ...] = (
 )
 TYPE_LABELS = {
     "llamacpp": "llama.cpp server (native /infill)",
-    MANAGED: "llama.cpp run by anyfill (no server to start)",
+    MANAGED: "llama.cpp run by anyfill",
     "ollama": "Ollama",
-    "openai-completions": "OpenAI-compatible /v1/completions (vLLM, DeepSeek, LiteLLM…)",
+    "openai-completions": "OpenAI-compatible (vLLM, DeepSeek…)",
     "mistral-fim": "Mistral FIM (Codestral)",
     "openai-chat": "OpenAI-compatible chat",
     "anthropic": "Anthropic",
@@ -70,7 +71,7 @@ class BackendsPage(QWidget):
         self._filling = False
         self._focus_was_on_test = False
         left = self._build_list()
-        self.form = Form(draft, None)
+        self.form = Form(draft, None, tips="backends")
         self._build_identity()
         self._build_key()
         self._build_test()
@@ -86,14 +87,16 @@ class BackendsPage(QWidget):
         splitter.setStretchFactor(0, 0)
         splitter.setStretchFactor(1, 1)
         splitter.setChildrenCollapsible(False)
-        left.setMinimumWidth(270)
-        splitter.setSizes([280, 600])
+        left.setMinimumWidth(256)
+        splitter.setSizes([262, 618])  # the form's choices need their room
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(splitter)
         draft.reloaded.connect(self.reload)
         draft.changed.connect(self._update_items)
+        draft.changed.connect(self._show_order)
         self.reload()
+        self._show_order()
 
     def _build_list(self) -> QWidget:
         self.list = QListWidget()
@@ -140,7 +143,34 @@ class BackendsPage(QWidget):
         left_layout.addWidget(QLabel("In routing order; untick to disable:"))
         left_layout.addWidget(self.list, 1)
         left_layout.addLayout(buttons)
+        self.order = QLabel()
+        self.order.setWordWrap(True)
+        self.order.setAccessibleName("The order completions ask the backends in")
+        self.order.setTextFormat(Qt.TextFormat.RichText)
+        left_layout.addWidget(self.order)
         return left
+
+    def _show_order(self) -> None:
+        """The effective chain in words, and what a managed server in it means."""
+        chain = self.draft.effective_chain()
+        if not chain:
+            self.order.setText("<b>No backend is ticked</b>: completions cannot be asked.")
+            return
+        types = {b["name"]: b["type"] for b in self.draft.data["backends"]}
+        names = " → ".join(html.escape(name) for name in chain)
+        text = f"Completions ask: <b>{names}</b>"
+        managed = [name for name in chain if types.get(name) == MANAGED]
+        if managed and chain[0] != managed[0]:
+            text += (
+                f"<br>'{html.escape(managed[0])}' is the llama-server anyfill runs itself: "
+                "it answers only when the ones before it do not."
+            )
+        elif managed and len(chain) > 1:
+            text += (
+                f"<br>'{html.escape(managed[0])}' comes first: while it works, the backends "
+                "after it are never asked."
+            )
+        self.order.setText(text)
 
     # -- the form -------------------------------------------------------------------------
 
@@ -175,8 +205,8 @@ class BackendsPage(QWidget):
                 "Start it",
                 ["server", "start"],
                 [
-                    ("daemon", "with anyfill, unless a backend before it answers"),
-                    ("request", "at the first request that reaches it"),
+                    ("daemon", "with anyfill"),
+                    ("request", "at the first request"),
                 ],
             )
             form.integer("Context", ["server", "context_size"], suffix=" tokens")

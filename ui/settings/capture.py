@@ -9,7 +9,7 @@ from anyfill.ui.settings.fields import Form
 
 STRATEGIES = ("accessibility", "keyboard", "clipboard")
 MODES = (
-    ("paste", "paste (the clipboard is put back afterwards)"),
+    ("paste", "paste (your clipboard is kept)"),
     ("type", "type as key presses"),
     ("preview", "show a preview first"),
 )
@@ -39,8 +39,8 @@ class CapturePage(QWidget):
         )
         capture.integer("Text before the caret", ["max_prefix_chars"], suffix=" chars")
         capture.integer("Text after the caret", ["max_suffix_chars"], suffix=" chars")
-        capture.integer("Wait for a copy", ["copy_timeout_ms"], suffix=" ms")
-        capture.integer("Decide nothing is selected after", ["empty_timeout_ms"], suffix=" ms")
+        capture.integer("Wait for the application to copy", ["copy_timeout_ms"], suffix=" ms")
+        capture.integer("Nothing selected: stop waiting after", ["empty_timeout_ms"], suffix=" ms")
         capture.text("Cursor marker", ["cursor_marker"])
 
         insert = Form(draft, ("insert",))
@@ -64,7 +64,7 @@ class CapturePage(QWidget):
             "One line only",
             ["single_line"],
             [
-                ("auto", "when text follows the caret on its line"),
+                ("auto", "when text follows the caret"),
                 ("always", "always"),
                 ("never", "never"),
             ],

@@ -8,6 +8,7 @@ problem is reported under its dotted key (``backends[0].url``) in the words of
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,9 +19,10 @@ from PySide6.QtCore import QObject, Signal
 from anyfill.config.edit import problems_of, save_settings
 from anyfill.config.model import AppRule, Settings
 from anyfill.config.store import default_config_text, parse_settings
-from anyfill.daemon.errors import ConfigError
+from anyfill.daemon.errors import AnyfillError, ConfigError
 
 KeyPath = tuple[str | int, ...]
+MANAGED_TYPE = "llamacpp-managed"
 
 
 def dotted(path: Sequence[str | int]) -> str:
@@ -43,6 +45,21 @@ def load_for_editing(path: Path) -> Settings:
     """The file's own settings, without ``ANYFILL_*`` overrides (those never get saved)."""
     text = path.read_text("utf-8") if path.exists() else default_config_text()
     return parse_settings(text, path=str(path), environ={})
+
+
+class NotSaved(ConfigError):
+    """A save failed; says why and exactly what was kept (the file is never half-written)."""
+
+    def __init__(self, cause: BaseException, stored: Sequence[str]) -> None:
+        reason = str(cause)
+        if isinstance(cause, OSError) and not isinstance(cause, AnyfillError):
+            reason = f"cannot write the file: {cause.strerror or cause}"
+        if stored:
+            names = ", ".join(f"'{name}'" for name in stored)
+            kept = f"the file is unchanged; the API key for {names} is in the keyring"
+        else:
+            kept = "nothing was changed"
+        super().__init__(f"{reason} ({kept})")
 
 
 class ChangedOnDisk(ConfigError):
@@ -156,8 +173,14 @@ class Draft(QObject):
         return f"{wanted}-{number}"
 
     def add_backend(self, backend: dict[str, Any], *, at: int | None = None) -> int:
+        """Add ``backend`` at ``at``; by default last, but before the managed servers at the
+        end of the list: those are the fallback anyfill runs itself, and a backend after
+        them would never be asked while they work."""
         backends = self.data["backends"]
         index = len(backends) if at is None else at
+        if at is None and backend.get("type") != MANAGED_TYPE:
+            while index > 0 and backends[index - 1].get("type") == MANAGED_TYPE:
+                index -= 1
         backend["name"] = self.unique_backend_name(str(backend["name"]))
         backends.insert(index, backend)
         self.origins.insert(index, None)
@@ -189,6 +212,11 @@ class Draft(QObject):
         self.typed_keys.insert(to, self.typed_keys.pop(index))
         self._sort_chain()
         self.touch()
+
+    def effective_chain(self) -> list[str]:
+        """The backends a completion asks, in order (``routing.default``, enabled ones)."""
+        enabled = {b["name"] for b in self.data["backends"] if b.get("enabled", True)}
+        return [name for name in self.data["routing"]["default"] if name in enabled]
 
     def _sort_chain(self) -> None:
         """The default chain follows the order of the backends list."""
@@ -239,12 +267,25 @@ class Draft(QObject):
             for backend, origin in zip(after.backends, self.origins, strict=True)
             if origin is not None and origin != backend.name
         }
-        saved = save_settings(self.path, before, after, renamed)
-        for new_name, old_name in renamed.items():
-            move_api_key(old_name, new_name)
-        for backend, key in zip(after.backends, self.typed_keys, strict=True):
-            if key.strip():
-                store_api_key(backend.name, key)
+        # The keyring first, the file last: a keyring that refuses leaves the file as it
+        # was (so "Not saved" is true, and the next Save sees no change on disk), and the
+        # keys moved so far go back.
+        moved: list[tuple[str, str]] = []
+        stored: list[str] = []
+        try:
+            for new_name, old_name in renamed.items():
+                if move_api_key(old_name, new_name):
+                    moved.append((old_name, new_name))
+            for backend, key in zip(after.backends, self.typed_keys, strict=True):
+                if key.strip():
+                    store_api_key(backend.name, key)
+                    stored.append(backend.name)
+            saved = save_settings(self.path, before, after, renamed)
+        except (AnyfillError, OSError) as exc:
+            for old_name, new_name in reversed(moved):
+                with contextlib.suppress(AnyfillError):
+                    move_api_key(new_name, old_name)
+            raise NotSaved(exc, stored) from exc
         self.saved = saved
         self.typed_keys = ["" for _ in saved.backends]
         self.origins = [b.name for b in saved.backends]

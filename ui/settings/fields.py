@@ -35,10 +35,15 @@ from PySide6.QtWidgets import (
 
 from anyfill.ui.settings.draft import Draft, KeyPath, dotted
 from anyfill.ui.settings.keynames import hotkey_label, readable_hotkeys
+from anyfill.ui.settings.tips import tip_for
 
 ERROR_STYLE = "color: #b3261e;"
 HINT_STYLE = "color: palette(placeholder-text);"
 BIG = 2_000_000_000
+MAX_CHOICE_WIDTH = 320
+"""The widest a choice box grows for its texts, in pixels (its popup list shows them all)."""
+CHOICE_PADDING = 44
+"""The box's frame, margins and arrow around its text."""
 
 
 def _wrapping(label: QLabel) -> QLabel:
@@ -79,11 +84,18 @@ class Form(QWidget):
     """Rows bound to ``base + key`` in the draft."""
 
     def __init__(
-        self, draft: Draft, base: KeyPath | None = (), parent: QWidget | None = None
+        self,
+        draft: Draft,
+        base: KeyPath | None = (),
+        parent: QWidget | None = None,
+        *,
+        tips: str | None = None,
     ) -> None:
         super().__init__(parent)
         self.draft = draft
         self.base: KeyPath | None = base
+        self.tips = tips if tips is not None else ".".join(str(p) for p in base or ())
+        """Where this form's options are in :data:`~anyfill.ui.settings.tips.TIPS`."""
         self.rows: list[Row] = []
         self.layout_ = QFormLayout(self)
         self.layout_.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
@@ -109,6 +121,10 @@ class Form(QWidget):
         self.draft.set(path, value)
 
     def refresh(self) -> None:
+        if self.base is not None and not self._base_exists():
+            # The draft was replaced (Revert) while a backend or rule added since was
+            # selected: its page picks a new base right after; nothing to read here.
+            return
         self._reading = True
         try:
             for row in self.rows:
@@ -118,6 +134,13 @@ class Form(QWidget):
         finally:
             self._reading = False
         self.show_problems()
+
+    def _base_exists(self) -> bool:
+        try:
+            self.draft.get(self.base or ())
+        except (IndexError, KeyError):
+            return False
+        return True
 
     def show_problems(self) -> None:
         for row in self.rows:
@@ -162,11 +185,13 @@ class Form(QWidget):
         tip: str = "",
     ) -> None:
         error = error_label()
+        tip = tip or tip_for(self.tips, tuple(key))
         if tip:
             editor.setToolTip(tip)
         if label:
             title = QLabel(label)
             title.setBuddy(editor)
+            title.setToolTip(tip)
             self.layout_.addRow(title, editor)
         else:
             title = None
@@ -263,11 +288,15 @@ class Form(QWidget):
     ) -> QComboBox:
         combo = QComboBox()
         combo.setEditable(editable)
-        # Long item texts must not widen the whole form past the window.
+        # Wide enough for its longest choice (a cut "OpenAI-compatible /v1/compl" reads as
+        # nothing), up to a bound so one long text cannot widen the form past the window.
         combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        combo.setMinimumContentsLength(18)
+        combo.setMinimumContentsLength(12)
+        longest = max((combo.fontMetrics().horizontalAdvance(t) for _, t in options), default=0)
+        combo.setMinimumWidth(min(longest + CHOICE_PADDING, MAX_CHOICE_WIDTH))
         for value, text in options:
             combo.addItem(text, value)
+            combo.setItemData(combo.count() - 1, text, Qt.ItemDataRole.ToolTipRole)
         if editable or max((len(text) for _, text in options), default=0) > 18:
             combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
@@ -297,6 +326,14 @@ class Form(QWidget):
         edit.recorded.connect(lambda text: self.write(key, text or None if nullable else text))
         self._add(label, key, edit, lambda v: edit.show_value(v or ""), tip)
         return edit
+
+    def key_list(self, label: str, key: Sequence[str], *, tip: str = "") -> KeyListEdit:
+        """Several keys (the popup's accept keys): each recorded like a hotkey, shown as
+        the desktop writes it, removed with its ✕."""
+        widget = KeyListEdit()
+        widget.edited.connect(lambda keys: self.write(key, keys))
+        self._add(label, key, widget, lambda v: widget.show_value(list(v or [])), tip)
+        return widget
 
     def ordered(
         self,
@@ -385,6 +422,9 @@ class HotkeyEdit(QPushButton):
         super().__init__(parent)
         self.value = ""
         self.nullable = nullable
+        self.empty_text = "(the global setting)" if nullable else "(none)"
+        """What the button says while no combination is set."""
+        self.purpose = ""
         self.recording = False
         self.setCheckable(True)
         self.setMinimumWidth(220)
@@ -402,8 +442,14 @@ class HotkeyEdit(QPushButton):
         else:
             # Shown as the desktop writes it; the file keeps pynput's syntax (the tooltip).
             shown = hotkey_label(self.value) if self.value else ""
-            self.setText(shown or ("(the global setting)" if self.nullable else "(none)"))
-            self.setToolTip(f"In the configuration file: {self.value}" if self.value else "")
+            self.setText(shown or self.empty_text)
+            written = f"In the configuration file: {self.value}" if self.value else ""
+            super().setToolTip("\n".join(part for part in (self.purpose, written) if part))
+
+    def setToolTip(self, text: str) -> None:
+        """What the combination is for; the tooltip adds how the file writes it."""
+        self.purpose = text
+        self._render()
 
     def _toggled(self, on: bool) -> None:
         self.recording = on
@@ -432,6 +478,79 @@ class HotkeyEdit(QPushButton):
         self.value = combination
         self.setChecked(False)
         self.recorded.emit(combination)
+
+
+class KeyListEdit(QWidget):
+    """A list of keys: one button per key (click it to record another key in its place),
+    a ✕ to remove it, and "Add a key…" to record one more. ``edited`` carries the keys in
+    the file's syntax (``<tab>``, ``<ctrl>+<enter>``)."""
+
+    edited = Signal(list)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.keys: list[str] = []
+        self.buttons: list[HotkeyEdit] = []
+        self._row = QHBoxLayout(self)
+        self._row.setContentsMargins(0, 0, 0, 0)
+        self.add_button = HotkeyEdit()
+        self.add_button.setMinimumWidth(0)
+        self.add_button.empty_text = "Add a key…"
+        self.add_button.setAccessibleName("Add a key")
+        self.add_button.recorded.connect(self._added)
+        self._rebuild()
+
+    def show_value(self, keys: list[str]) -> None:
+        self.keys = list(keys)
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        while self._row.count():
+            item = self._row.takeAt(0)
+            widget = item.widget() if item is not None else None
+            if widget is not None and widget is not self.add_button:
+                widget.deleteLater()
+        self.buttons = []
+        for index, key in enumerate(self.keys):
+            edit = HotkeyEdit()
+            edit.setMinimumWidth(0)
+            edit.show_value(key)
+            edit.recorded.connect(lambda text, i=index: self._replaced(i, text))
+            remove = QPushButton("✕")
+            remove.setFixedWidth(28)
+            remove.setToolTip(f"Remove {hotkey_label(key)}")
+            remove.setAccessibleName(f"Remove {hotkey_label(key)}")
+            remove.setEnabled(len(self.keys) > 1)  # one key at least must insert
+            remove.clicked.connect(lambda _=False, i=index: self._removed(i))
+            self._row.addWidget(edit)
+            self._row.addWidget(remove)
+            self.buttons.append(edit)
+        self.add_button.show_value("")
+        self._row.addWidget(self.add_button)
+        self._row.addStretch(1)
+
+    def setToolTip(self, text: str) -> None:
+        super().setToolTip(text)
+        self.add_button.setToolTip(text)
+
+    def _changed(self) -> None:
+        self._rebuild()
+        self.edited.emit(list(self.keys))
+
+    def _added(self, key: str) -> None:
+        if key and key not in self.keys:
+            self.keys.append(key)
+        self._changed()
+
+    def _replaced(self, index: int, key: str) -> None:
+        if key and key not in self.keys:
+            self.keys[index] = key
+        self._changed()
+
+    def _removed(self, index: int) -> None:
+        if len(self.keys) > 1:
+            del self.keys[index]
+        self._changed()
 
 
 class RoomyRows(QStyledItemDelegate):

@@ -40,8 +40,8 @@ class HotkeysPage(QWidget):
         form.note("Click a button, then press the combination (Esc keeps the old one).")
         self.edits: dict[str, HotkeyEdit] = {}
         self.checks: dict[str, QLabel] = {}
-        for key, label, tip in ACTIONS:
-            edit = form.hotkey(label, [key], tip=tip)
+        for key, label, _ in ACTIONS:
+            edit = form.hotkey(label, [key])  # its tooltip: tips.TIPS
             check = QLabel("")  # one line: wrapped labels in a form get a wrong height
             form.layout_.addRow("", check)
             form.layout_.setRowVisible(check, False)
@@ -73,7 +73,7 @@ class HotkeysPage(QWidget):
         popup.section("While a preview shows")
         popup.note("These keys are taken only while the preview popup is on screen.")
         if "preview_accept_keys" in fields:
-            popup.text_list("Insert with", ["preview_accept_keys"], placeholder="<tab>, <enter>")
+            popup.key_list("Insert with", ["preview_accept_keys"])
         for key, label in (
             ("preview_dismiss_key", "Dismiss"),
             ("preview_next_key", "Next alternative"),

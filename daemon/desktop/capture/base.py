@@ -49,6 +49,16 @@ class ReadBack(Protocol):
         ...
 
 
+@runtime_checkable
+class ReadBackAround(Protocol):
+    """A strategy that reads both sides of the caret again (the accessibility capture):
+    the check then also sees text lost or added after the caret."""
+
+    async def read_back_around(self, target: Target, app: AppSettings) -> tuple[str, str] | None:
+        """The text before and after the caret now; None when it cannot be read."""
+        ...
+
+
 def trimmed(
     prefix: str,
     suffix: str,

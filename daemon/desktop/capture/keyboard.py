@@ -93,6 +93,14 @@ class KeyboardCapture:
             sides.append(
                 await self._copy_side(select_suffix, COLLAPSE_SUFFIX, app.copy_keys, wait, stale)
             )
+            if sides[0].empty and not sides[1].empty:
+                sides[0] = await self._copy_side(
+                    select_prefix,
+                    COLLAPSE_PREFIX,
+                    app.copy_keys,
+                    self._recheck_wait(target, sides[1]),
+                    frozenset({sides[1].text}),
+                )
 
         late = await self._with_selections_kept(target, copy_both, sides)
         prefix, suffix = sides
@@ -147,7 +155,8 @@ class KeyboardCapture:
             for side in sides:
                 if side.answered_s is not None:
                     self.timings.note_reaction(target.app, side.answered_s)
-            last = sides[-1] if sides else None
+            # The side whose keys went last (a prefix asked again comes after the suffix).
+            last = max(sides, key=lambda side: side.keys_at) if sides else None
             late = LateClaims(
                 self._desktop,
                 target,
@@ -156,7 +165,7 @@ class KeyboardCapture:
                 ours={side.text for side in sides if side.text},
                 # The last side taken as empty may still select late: then its collapse
                 # key removes the selection and the capture is invalid.
-                collapse=COLLAPSE[len(sides) - 1] if complete and last and last.empty else None,
+                collapse=last.collapse if complete and last and last.empty else None,
                 # A capture cut short: whatever the target claims next comes from our keys.
                 all_ours=not complete,
                 timings=self.timings,
@@ -177,6 +186,18 @@ class KeyboardCapture:
         if slowest is None:
             return self._config.empty_timeout_ms / 1000
         return min(EMPTY_WAIT_CAP_S, max(MIN_EMPTY_S, PREFIX_MARGIN * slowest))
+
+    def _recheck_wait(self, target: Target, suffix: _Side) -> float:
+        """The prefix was taken as empty before the app showed how fast it reacts now (a
+        fresh daemon's first press under load). A late answer there shows nowhere:
+        Chromium's claims for it carry the time of our keys, older than our next
+        sentinel, so the X server drops them, and the suffix keys extend the late
+        selection into exactly the suffix. The completion was then built with an empty
+        prefix and reported inserted. So an empty prefix is asked again, with a wait
+        fit to the reaction the suffix side just showed."""
+        slowest = self.timings.slowest_reaction(target.app) or 0.0
+        now = SUFFIX_NOW_MARGIN * (suffix.answered_s or 0.0)
+        return min(EMPTY_WAIT_CAP_S, max(MIN_EMPTY_S, now, PREFIX_MARGIN * slowest))
 
     def _suffix_wait(self, target: Target, prefix: _Side) -> float:
         """The app just showed how fast it reacts now; a late answer on this side is
@@ -221,7 +242,7 @@ class KeyboardCapture:
             self._sentinels["primary"] = primary_offer
         if not selected:
             log.debug("nothing selected within %.0f ms", empty_timeout_s * 1000)
-            return _Side("", None, started)  # nothing to select: caret at this edge
+            return _Side("", None, started, collapse)  # nothing to select: caret at this edge
         answered = time.monotonic() - started
         # A selection was seen, so the copy is coming: under load Chromium's comes
         # hundreds of ms after it. Waiting long here costs time only when it never comes.
@@ -235,7 +256,7 @@ class KeyboardCapture:
         await clipboard.read_text("clipboard", timeout)
         if not copied or text is None:
             raise CaptureError(f"the application did not copy the selection with {copy}")
-        return _Side(text, answered, started)
+        return _Side(text, answered, started, collapse)
 
 
 @dataclass(frozen=True)
@@ -245,6 +266,8 @@ class _Side:
     """How fast the app showed a selection; None when there was nothing to select."""
     keys_at: float
     """``time.monotonic()`` when the select keys were sent."""
+    collapse: str
+    """The key that collapses this side's selection."""
 
     @property
     def empty(self) -> bool:

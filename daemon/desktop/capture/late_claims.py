@@ -12,7 +12,9 @@ looks whether the target's program owns CLIPBOARD or PRIMARY and reads what it h
 - anything while a side was taken as empty: that side answered late; the capture is
   marked invalid (the press fails cleanly, nothing is inserted), the selection our keys
   left is collapsed, the user's content goes back, and the app's timings learn the delay;
-- other text: the user's own copy or selection in the target; it stays.
+- other text: the user's own copy or selection in the target; it stays;
+- a claim that cannot be read in time: taken as caused by our keys (a busy app is a late
+  one), so the user's content goes back rather than being lost.
 """
 
 from __future__ import annotations
@@ -110,8 +112,15 @@ class LateClaims:
             if self.all_ours or (text is not None and text in self.ours):
                 log.info("%s: a late claim by the app, caused by our keys; restoring", which)
             elif self.collapse is not None or self.invalid:
+                # Any claim, readable or not, may be the late answer of the side taken as
+                # empty: the capture cannot be trusted.
                 if not self.invalid:
                     await self._late_side(which, text)
+            elif text is None:
+                # Unreadable in time (the app is busy: the very state that makes its claims
+                # late). Taken for the user's own, our keys' selection would stay in the
+                # user's PRIMARY for good, and their content exists nowhere else.
+                log.info("%s: a claim by the app that could not be read; restoring", which)
             else:
                 log.debug("%s: the user's own copy or selection in the target; it stays", which)
                 self._users.add(which)

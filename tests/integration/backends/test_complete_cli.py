@@ -337,3 +337,46 @@ async def test_non_utf8_document_is_a_usage_error(env: dict[str, str], tmp_path:
     run = await anyfill(env, str(doc), "--type", "llamacpp", "--url", "http://127.0.0.1:9")
     assert run.code == 2
     assert "is not UTF-8 text" in run.err
+
+
+async def test_jsonl_detects_the_template_once_even_when_none_fits(
+    loopback: StartServer, env: dict[str, str]
+) -> None:
+    # /infill works but neither the model's name nor its tokens name a FIM family: the batch
+    # goes one by one, and that answer is remembered instead of probed for every small batch.
+    srv = await loopback(
+        LlamaCpp(default=Reply(text="x = 1"), model_path="/m/mystery.gguf", vocab=("<|im_end|>",))
+    )
+    lines = "".join(
+        json.dumps({"id": i, "prefix": f"v{i} = ", "suffix": "\n"}) + "\n" for i in range(40)
+    )
+    run = await anyfill(env, "--jsonl", "-", "--type", "llamacpp", "--url", srv.url, stdin=lines)
+    assert run.code == 0, run.err
+    assert [json.loads(line)["middle"] for line in run.out.splitlines()] == ["x = 1"] * 40
+    paths = [r.path for r in srv.requests]
+    assert paths.count("/infill") == 40
+    assert paths.count("/props") == 1
+    assert paths.count("/tokenize") <= 12  # one round of probe spellings
+
+
+@pytest.mark.parametrize("ident", ["1e999", "-1e999", "[1e400]", '{"a": 1e999}'])
+async def test_jsonl_id_too_large_for_a_float_is_a_bad_line(
+    loopback: StartServer, env: dict[str, str], ident: str
+) -> None:
+    srv = await loopback(LlamaCpp(default=Reply(text="x = 1")))
+    lines = (
+        '{"id": 1, "prefix": "a = ", "suffix": "\\n"}\n'
+        f'{{"id": {ident}, "prefix": "b = ", "suffix": "\\n"}}\n'
+        '{"id": 3, "prefix": "c = ", "suffix": "\\n"}\n'
+    )
+    run = await anyfill(env, "--jsonl", "-", "--type", "llamacpp", "--url", srv.url, stdin=lines)
+    assert run.code == 1, run.err
+    assert "Traceback" not in run.err
+    assert "internal error" not in run.err.lower()
+    results = [json.loads(line) for line in run.out.splitlines()]
+    assert [r["line"] for r in results] == [1, 2, 3]
+    assert results[0]["middle"] == "x = 1"
+    assert results[2]["middle"] == "x = 1"
+    assert results[1]["id"] is None
+    assert results[1]["middle"] is None
+    assert "too large" in results[1]["error"]

@@ -289,3 +289,39 @@ async def test_server_closing_idle_connections_is_not_an_error(
         for _ in range(3):
             assert "".join(await collect(be)) == SEED_ANSWER
     assert len([r for r in srv.requests if r.finished]) >= 3
+
+
+def _found(body: object, key: str) -> list[object]:
+    """Every value under ``key`` anywhere in a JSON body (ollama nests its options,
+    Gemini its generationConfig)."""
+    if isinstance(body, dict):
+        here = [body[key]] if key in body else []
+        return here + [v for value in body.values() for v in _found(value, key)]
+    if isinstance(body, list):
+        return [v for value in body for v in _found(value, key)]
+    return []
+
+
+SEED_KEYS = {"mistral-fim": "random_seed", "anthropic": ""}
+
+
+async def test_another_sample_is_asked_with_its_seed_and_a_higher_temperature(
+    case: Case, loopback: StartServer
+) -> None:
+    """Alt+] in the preview asks for another sample: the wire request differs from the
+    usual one, or the backend would answer the same again."""
+    from dataclasses import replace
+
+    from anyfill.daemon.backends.common import ALTERNATIVE_TEMPERATURE
+
+    srv = await loopback(case.make())
+    async with backend_for(case.type_name, srv.url, api_key=case.api_key, **case.config) as be:
+        await collect(be, SEED)
+        await collect(be, replace(SEED, sample=3))
+    usual, sample = (request.json() for request in srv.requests[-2:])
+    seed_key = SEED_KEYS.get(case.type_name, "seed")
+    assert _found(usual, "temperature") == [be.config.temperature]
+    assert _found(sample, "temperature") == [ALTERNATIVE_TEMPERATURE]
+    if seed_key:
+        assert _found(usual, seed_key) == []
+        assert _found(sample, seed_key) == [3]

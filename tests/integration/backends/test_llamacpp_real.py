@@ -196,3 +196,18 @@ def test_anyfill_complete_against_the_real_server(tiny: LlamaServer, tmp_path: P
     assert info["mode"] == "native"
     assert info["raw"]
     assert info["usage"]["completion_tokens"] == 5
+
+
+async def test_another_sample_is_another_answer(tiny: LlamaServer) -> None:
+    """The preview's Alt+] with one backend: at temperature 0 the usual answer is the same
+    every time; the samples (their own seeds) are other answers. Random weights give a
+    flat distribution, so 8 sampled tokens matching the usual ones are out of reach."""
+    from dataclasses import replace
+
+    async with backend_for("llamacpp", tiny.url, temperature=0) as be:
+        usual = "".join(await collect(be, PROMPT))
+        again = "".join(await collect(be, PROMPT))
+        samples = ["".join(await collect(be, replace(PROMPT, sample=n))) for n in (1, 2)]
+    assert usual == again
+    assert all(sample and sample != usual for sample in samples), (usual, samples)
+    assert samples[0] != samples[1]

@@ -286,3 +286,107 @@ def test_a_second_download_of_the_same_file_is_refused_while_one_runs(
     download_model(MODEL, target, endpoint=hub.url)  # once it is over, it goes through
     assert target.read_bytes() == DATA
     assert sorted(p.name for p in tmp_path.iterdir()) == [MODEL.filename]
+
+
+SMALL_DATA = random.Random(11).randbytes(2 * 2**20)
+SMALL_FILE = HubFile("anyfill-tests/small-GGUF", "small.gguf", REVISION, SMALL_DATA)
+SMALL_MODEL = CatalogModel(
+    **{
+        **MODEL.__dict__,
+        "name": "small",
+        "repo_id": SMALL_FILE.repo_id,
+        "filename": SMALL_FILE.filename,
+        "size": len(SMALL_DATA),
+        "sha256": SMALL_FILE.sha256,
+    }
+)
+
+
+@pytest.fixture
+def small_hub() -> Iterator[Hub]:
+    responder = HfHub([SMALL_FILE])
+    with LoopbackServer.in_thread(responder) as hub, LoopbackServer.in_thread(responder) as cdn:
+        responder.cdn_url = cdn.url
+        yield Hub(responder, hub, cdn)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 3 MiB tmpfs (mounted as root; skipped otherwise)."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def used(mount: Path) -> int:
+    import shutil
+
+    usage = shutil.disk_usage(mount)
+    return usage.total - usage.free
+
+
+@pytest.mark.parametrize("content", ["right", "wrong"])
+def test_an_endless_body_stops_at_the_catalogue_size_on_a_small_disk(
+    small_hub: Hub, small_disk: Path, content: str
+) -> None:
+    """Issue 24: the partial file grew to whatever was sent and filled the disk."""
+    small_hub.responder.endless = True
+    if content == "wrong":  # other bytes, and then no end
+        small_hub.responder.content = bytes(len(SMALL_DATA))
+    target = small_disk / SMALL_MODEL.filename
+    if content == "right":
+        assert download_model(SMALL_MODEL, target, endpoint=small_hub.url) == target
+        assert target.read_bytes() == SMALL_DATA
+    else:
+        with pytest.raises(DownloadError, match="arrived with SHA-256") as info:
+            download_model(SMALL_MODEL, target, endpoint=small_hub.url)
+        assert "the file was deleted" in str(info.value)
+        assert not target.exists()
+    assert not part_path(target).exists()
+    assert used(small_disk) <= len(SMALL_DATA) + 64 * 1024  # never more than the file
+    assert small_hub.responder.served_bytes[-1] < 64 * 2**20  # it hung up, it did not drain
+
+
+def test_a_model_larger_than_the_small_disk_is_refused_before_a_byte(
+    small_hub: Hub, small_disk: Path
+) -> None:
+    big = bytes(4 * 2**20)
+    small_hub.responder.files.append(HubFile("anyfill-tests/big", "big.gguf", REVISION, big))
+    model = CatalogModel(
+        **{
+            **SMALL_MODEL.__dict__,
+            "repo_id": "anyfill-tests/big",
+            "filename": "big.gguf",
+            "size": len(big),
+            "sha256": hashlib.sha256(big).hexdigest(),
+        }
+    )
+    with pytest.raises(DownloadError, match=r"needs 4 MB more in .*disk, which has 3 MB free"):
+        download_model(model, small_disk / "big.gguf", endpoint=small_hub.url)
+    assert [r.method for r in small_hub.requests] == ["HEAD"]
+    assert list(small_disk.iterdir()) == []
+
+
+def test_a_slow_drip_is_stopped_by_the_overall_time_bound(small_hub: Hub, tmp_path: Path) -> None:
+    small_hub.responder.chunk_delay_s = 0.5  # 64 KiB every 0.5 s: 16 s for the file
+    target = tmp_path / SMALL_MODEL.filename
+    with pytest.raises(DownloadError, match=r"too slow: .* in \d+ s") as info:
+        download_model(SMALL_MODEL, target, endpoint=small_hub.url, time_limit=2)
+    assert "run the same command again to resume" in str(info.value)  # bytes were kept
+    assert 0 < part_path(target).stat().st_size < len(SMALL_DATA)
+
+
+def test_the_default_time_bound_lets_a_slow_real_link_finish() -> None:
+    from anyfill.daemon.models.download import time_limit_s
+
+    # 531 MB at 1 Mbit/s (125 kB/s) takes 71 minutes: inside the bound.
+    assert time_limit_s(531_068_128) > 531_068_128 / 125_000

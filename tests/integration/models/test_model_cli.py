@@ -283,3 +283,20 @@ def test_run_in_a_terminal_offers_the_download_first(
     assert "Download Qwen2.5-Coder 1.5B base, Q8_0 (1.65 GB)" in text
     assert "'anyfill model pull qwen2.5-coder-1.5b'" in text
     assert not _models(home).exists() or list(_models(home).iterdir()) == []
+
+
+def test_pull_that_kept_nothing_does_not_promise_a_resume(home: dict[str, str]) -> None:
+    """Issue 24: a body that ends before its first byte said 'run again to resume'."""
+    assert SMALL is not None
+    served = HubFile(SMALL.repo_id, SMALL.filename, SMALL.revision, bytes(SMALL.size))
+    responder = HfHub([served], drop_after=0, drops=100, announced_sha256=SMALL.sha256)
+    with LoopbackServer.in_thread(responder) as hub, LoopbackServer.in_thread(responder) as cdn:
+        responder.cdn_url = cdn.url
+        env = {**home, "ANYFILL_MODELS__ENDPOINT": hub.url}
+        result = run("model", "pull", "qwen2.5-coder-0.5b", "--yes", env=env)
+    assert result.returncode == 1
+    assert "stopped at 0 kB of 531 MB" in result.stderr, result.stderr
+    assert "nothing was kept" in result.stderr
+    assert "resume" not in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not _models(home).exists() or list(_models(home).iterdir()) == []

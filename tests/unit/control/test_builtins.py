@@ -196,3 +196,36 @@ async def test_a_command_another_layer_registers_is_reachable(running: Running) 
     assert await ask("show-settings", {"page": "backends"}) == {"shown": True}
     assert shown == [{"page": "backends"}]
     assert (await ask("ping"))["commands"]["show-settings"] == "open the settings"
+
+
+async def test_status_reads_as_words_with_the_tray_and_the_managed_server(
+    running: Running,
+) -> None:
+    """`anyfill status` printed the tray's section as a raw dict and said nothing about the
+    managed server."""
+    from anyfill.daemon.control.render import managed_line, status_text
+
+    running.commands.add_status_section("tray", lambda: {"icon": True, "host": True})
+    answer = await ask("status")
+    assert answer["managed"] == []  # this core runs no managed server
+    text = status_text(answer)
+    assert "tray:     the icon shows in the system tray" in text
+    assert "{" not in text
+    answer["sections"]["tray"] = {"icon": False, "host": False}
+    assert "no system tray here, so no icon" in status_text(answer)
+
+    ready = {"backend": "managed", "state": "ready", "url": "http://127.0.0.1:41234"}
+    ready |= {"pid": 4242, "model": "tiny.gguf", "detail": "", "fix": ""}
+    assert (
+        managed_line(ready) == "managed ready at http://127.0.0.1:41234 (pid 4242, model tiny.gguf)"
+    )
+    missing = {"backend": "managed", "state": "missing_binary", "url": "", "pid": None}
+    missing |= {
+        "model": "",
+        "detail": "llama-server is not installed",
+        "fix": "pip install 'anyfill[local]'",
+    }
+    assert managed_line(missing) == (
+        "managed cannot start: nothing to run llama.cpp with: llama-server is not installed; "
+        "pip install 'anyfill[local]'"
+    )

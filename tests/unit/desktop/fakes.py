@@ -25,6 +25,12 @@ class FakeClipboard:
         self.offers: dict[Which, Offer] = {}
         self.app_owns: set[Which] = set()
         """Selections the target application owns now."""
+        self.clock = 0
+        """The X server's time, one tick per ownership change."""
+        self.changed: dict[Which, int] = {}
+        """Per selection, the time of its last ownership change."""
+        self.unreadable: set[Which] = set()
+        """Selections whose owner does not answer a read in time (a busy app)."""
 
     @property
     def app_owns_primary(self) -> bool:
@@ -37,8 +43,14 @@ class FakeClipboard:
         else:
             self.app_owns.discard("primary")
 
-    def app_claims(self, which: Which, text: str) -> None:
-        """The target application takes ``which`` (a copy or a selection of ``text``)."""
+    def app_claims(self, which: Which, text: str, at: int | None = None) -> None:
+        """The target application takes ``which`` (a copy or a selection of ``text``);
+        ``at``: the time of the key that caused it, as X applications claim. Like the X
+        server, a claim older than the last change is dropped."""
+        if at is not None and at < self.changed.get(which, 0):
+            return
+        self.clock += 1
+        self.changed[which] = self.clock
         offer = self.offers.pop(which, None)
         if offer is not None:
             offer.lost.set()
@@ -52,6 +64,8 @@ class FakeClipboard:
         if which in self.offers:
             self.offers[which].lost.set()
         self.app_owns.discard(which)
+        self.clock += 1
+        self.changed[which] = self.clock
         self.data[which] = snapshot
         self.offers[which] = Offer(snapshot)
         return self.offers[which]
@@ -71,6 +85,9 @@ class FakeClipboard:
         return self.offers.get(which)
 
     async def read_text(self, which: Which, timeout_s: float) -> str | None:
+        if which in self.unreadable and which in self.app_owns:
+            await asyncio.sleep(timeout_s)
+            return None
         return self.data[which].text()
 
     def holder(self, which: Which) -> Literal["us", "nobody", "other"]:

@@ -60,6 +60,17 @@ class ReadingCapture(FixedCapture):
         return self.prefix + ("".join(kept) if self.lands else "")
 
 
+class ReadingAroundCapture(ReadingCapture):
+    """Reads both sides back; ``eaten`` characters after the caret vanished with the paste."""
+
+    eaten = 0
+
+    async def read_back_around(self, target: Target, app: AppSettings) -> tuple[str, str] | None:
+        before = await self.read_back(target, app)
+        assert before is not None
+        return before, self.suffix[self.eaten :]
+
+
 def build(
     target: Target = EDITOR, completer: FakeCompleter | None = None, **strategies: Strategy
 ) -> tuple[Pipeline, FakeCompleter, FakeKeys, FakeClipboard, FakeWindows]:
@@ -222,3 +233,23 @@ async def test_clipboard_mode_answers_in_the_selection_the_text_came_from() -> N
     assert pipeline.history[-1].status == "clipboard"
     assert clipboard.data["primary"].text() == "ls -la /tmp"
     assert clipboard.data["clipboard"].text() == "user clipboard"
+
+
+async def test_a_paste_that_ate_text_after_the_caret_is_a_failure() -> None:
+    reading = ReadingAroundCapture("keyboard", prefix="Hello ", suffix="world")
+    pipeline, _, keys, _, _ = build(keyboard=reading)
+    reading.keys = keys
+    reading.eaten = 1
+    await run(pipeline)
+    outcome = pipeline.history[-1]
+    assert (outcome.status, outcome.middle) == ("failed", "big ")
+    assert "after the caret" in outcome.reason
+    assert keys.pasted == ["big "]  # never pasted again over a changed document
+
+
+async def test_a_paste_read_back_on_both_sides_intact_is_inserted() -> None:
+    reading = ReadingAroundCapture("keyboard", prefix="Hello ", suffix="world")
+    pipeline, _, keys, _, _ = build(keyboard=reading)
+    reading.keys = keys
+    await run(pipeline)
+    assert pipeline.history[-1].status == "inserted"

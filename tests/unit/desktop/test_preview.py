@@ -22,6 +22,7 @@ from anyfill.daemon.desktop.hotkeys import Hotkey
 from anyfill.daemon.desktop.pipeline import Outcome, Pipeline
 from anyfill.daemon.desktop.ports import Target
 from anyfill.daemon.desktop.preview import PreviewController, looks_like_code
+from anyfill.daemon.errors import BackendUnavailable
 from tests.unit.desktop.fakes import fake_desktop
 from tests.unit.desktop.test_pipeline import EDITOR, FixedCapture
 
@@ -106,9 +107,12 @@ class StreamingCompleter:
     ) -> Completion:
         self.requests.append(request)
         backend = (request.backends or ("first",))[0]
+        key = f"{backend}@{request.sample}" if request.sample else backend
+        if key not in self.answers:  # as the scheduler ends a chain that nobody answered
+            raise BackendUnavailable(backend, f"backend '{backend}': nothing listens")
         text = ""
         try:
-            for chunk in self.answers[backend]:
+            for chunk in self.answers[key]:
                 await self.step.wait()
                 text += chunk
                 if on_text is not None:
@@ -260,9 +264,10 @@ async def test_alt_bracket_asks_the_next_backend_and_back_shows_the_first_again(
     await wait_for(lambda: any(e.final for e in r.of(PreviewText)))
     r.port.press("next")
     await wait_for(lambda: any(e.final and e.alternative == 1 for e in r.of(PreviewText)))
-    assert r.completer.requests[1].backends == ("second", "first")
+    assert r.completer.requests[1].backends == ("second",)  # not "first" again
+    assert r.completer.requests[1].sample == 0  # the next backend's usual answer
     second = next(e for e in r.of(PreviewText) if e.alternative == 1 and e.final)
-    assert (second.text, second.backend) == ("red ", "second")
+    assert (second.text, second.backend, second.how) == ("red ", "second", "next backend")
     r.port.press("previous")
     await wait_for(lambda: r.of(PreviewText)[-1].alternative == 0)
     assert len(r.completer.requests) == 2  # kept, not asked again
@@ -412,3 +417,34 @@ async def test_with_accept_keys_the_shortcut_again_starts_a_new_preview() -> Non
     assert r.pipeline._current is not first  # superseded, as before
     assert r.of(PreviewShown)[0].hint == ""
     r.pipeline.cancel()
+
+
+async def test_alt_bracket_with_the_only_answering_backend_asks_it_for_another_sample() -> None:
+    """Alt+] asked the same backend again when it was the only one answering: the same
+    answer (temperature 0.1, and the cache). Now the others are tried first, then the one
+    that answered gives another sample (its own seed, past the cache), and the popup says
+    which it is."""
+    r = rig({"first": ["big ", "brown "], "first@1": ["small "], "first@2": ["tiny "]})
+    task = await r.press_preview()
+    r.completer.step.set()
+    await wait_for(lambda: any(e.final for e in r.of(PreviewText)))
+    r.port.press("next")
+    await wait_for(lambda: any(e.final and e.alternative == 1 for e in r.of(PreviewText)))
+    tried, sampled = r.completer.requests[1:3]
+    assert (tried.backends, tried.sample) == (("second",), 0)  # down: it raised
+    assert (sampled.backends, sampled.sample) == (("first",), 1)
+    shown = next(e for e in r.of(PreviewText) if e.alternative == 1 and e.final)
+    assert (shown.text, shown.backend, shown.how, shown.error) == (
+        "small ",
+        "first",
+        "another sample",
+        "",
+    )
+    r.port.press("next")  # every backend tried: straight to another sample, another seed
+    await wait_for(lambda: any(e.final and e.alternative == 2 for e in r.of(PreviewText)))
+    third = r.completer.requests[3]
+    assert (third.backends, third.sample) == (("first",), 2)
+    assert len(r.completer.requests) == 4
+    r.port.press("accept0")
+    outcome = await task
+    assert (outcome.middle, outcome.backend) == ("tiny ", "first")

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import asyncio
 
-from anyfill.daemon.waiting import first_set
+import pytest
+
+from anyfill.daemon.waiting import (
+    Interrupted,
+    Interruptions,
+    first_set,
+    interruptible,
+    run_interruptibly,
+)
 
 
 async def test_an_event_set_already_answers_at_once_even_with_no_time_left() -> None:
@@ -41,3 +49,38 @@ async def test_cancelling_the_wait_leaves_no_waiter_behind() -> None:
     assert task.cancelled()
     await asyncio.sleep(0)
     assert not event._waiters  # the helper's own waiter was cancelled with it
+
+
+async def test_an_interrupt_ends_only_the_interruptible_part_of_a_step() -> None:
+    """A cancelled step's read-only part ends at once; what follows it still runs."""
+    scope = Interruptions()
+    reached: list[str] = []
+
+    async def step() -> None:
+        try:
+            async with interruptible():
+                await asyncio.sleep(30)  # an owner dripping its transfer
+        finally:
+            reached.append("cleanup")
+
+    task = run_interruptibly(step(), scope)
+    await asyncio.sleep(0.01)
+    scope.interrupt()
+    with pytest.raises(Interrupted):
+        await asyncio.wait_for(task, 1.0)
+    assert reached == ["cleanup"]
+
+
+async def test_an_interrupt_leaves_the_rest_of_a_step_alone() -> None:
+    scope = Interruptions()
+    started = asyncio.Event()
+
+    async def step() -> str:
+        started.set()
+        await asyncio.sleep(0.05)  # e.g. owning the clipboard: runs to its end
+        return "done"
+
+    task = run_interruptibly(step(), scope)
+    await started.wait()
+    scope.interrupt()
+    assert await task == "done"

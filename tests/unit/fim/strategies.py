@@ -281,6 +281,19 @@ def ends_its_line_before_a_break(hole: Hole) -> bool:
     )
 
 
+def starts_with_its_line_start(hole: Hole) -> bool:
+    """The caret's line has one or two characters before the caret and the one-line middle
+    starts with that line again, indentation included: with the rest of the line written
+    after it, it reads as a model that rewrote the whole line."""
+    current = hole.prefix[hole.prefix.rfind("\n") + 1 :]
+    return (
+        0 < len(current.strip()) < 3
+        and "\n" not in hole.middle
+        and hole.middle.startswith(current)
+        and len(hole.middle) > len(current)
+    )
+
+
 def one_letter_finishes_the_word(hole: Hole) -> bool:
     """The caret's line ends with one letter that continues the middle's last word
     (``pas`` before ``s``): the middle with that letter again reads as the same word."""
@@ -295,6 +308,7 @@ def unambiguous(hole: Hole) -> bool:
         or one_letter_finishes_the_word(hole)
         or ends_its_line_before_a_break(hole)
         or starts_with_prefix_text(hole.middle, hole.prefix)
+        or starts_with_its_line_start(hole)
         or copies_following_lines(hole.middle, hole)
         or repeats_a_line(hole.middle)
     )

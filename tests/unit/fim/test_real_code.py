@@ -11,7 +11,17 @@ from hypothesis import strategies as st
 
 from anyfill.daemon.backends.base import FimPrompt, Plan
 from anyfill.daemon.engine.engine import finish
-from tests.unit.fim.real_code import FAULTS, cut, fair, faulty, stdlib_files, through
+from tests.unit.fim.real_code import (
+    CORPORA,
+    FAULTS,
+    chat_can_carry,
+    cut_for,
+    fair,
+    faulty,
+    project_files,
+    stdlib_files,
+    through,
+)
 
 EXAMPLES = settings(max_examples=150, deadline=None)
 seeds = st.integers(min_value=0, max_value=2**32 - 1)
@@ -22,18 +32,39 @@ def test_the_standard_library_is_there() -> None:
 
 
 @EXAMPLES
+@pytest.mark.parametrize("corpus", CORPORA)
 @pytest.mark.parametrize("path", ["native", "chat"])
 @pytest.mark.parametrize("fault", FAULTS)
 @given(seed=seeds)
-def test_every_fault_on_real_code_gives_the_true_middle(path: str, fault: str, seed: int) -> None:
-    hole = cut(random.Random(seed), at_line_end=fault == "trailing_newline")
+def test_every_fault_on_real_code_gives_the_true_middle(
+    path: str, fault: str, corpus: str, seed: int
+) -> None:
+    _check(fault, path, corpus, seed, single_line=False)
+
+
+@EXAMPLES
+@pytest.mark.parametrize("corpus", CORPORA)
+@pytest.mark.parametrize("path", ["native", "chat"])
+@pytest.mark.parametrize("fault", [f for f in FAULTS if f != "trailing_newline"])
+@given(seed=seeds)
+def test_every_fault_in_single_line_mode_gives_the_true_middle(
+    path: str, fault: str, corpus: str, seed: int
+) -> None:
+    _check(fault, path, corpus, seed, single_line=True)
+
+
+def _check(fault: str, path: str, corpus: str, seed: int, *, single_line: bool) -> None:
+    hole = cut_for(fault, random.Random(seed), corpus=corpus, one_line=single_line)
     assume(fair(hole))
     raw = faulty(hole, fault, path)
     assume(raw is not None)
     assert raw is not None
-    # <fill>\nX\n</fill> is the block style of the tag: those two breaks are the tag's.
-    assume(path != "chat" or not (raw.startswith("\n") and raw.endswith("\n")))
-    assert through(path, hole, raw) == hole.middle
+    assume(path != "chat" or chat_can_carry(raw))
+    assert through(path, hole, raw, single_line=single_line) == hole.middle
+
+
+def test_the_project_code_is_there() -> None:
+    assert len(project_files()) > 50
 
 
 # The issue's examples, each a class the properties above cover too.
@@ -78,3 +109,35 @@ def test_whole_rest_of_line_is_cut_inside_a_long_docstring() -> None:
 def test_the_same_evidence_rule_holds_after_a_stop_string_was_cut() -> None:
     assert _native("addres<EOT>\nfoo()", "print(", "s)\n") == "addres"
     assert _native("alpha, beta)<EOT>", "value = compute(", "alpha, beta)\n") == ""
+
+
+# The three miss classes of issue 22, each also a fault the properties above run.
+
+
+def test_a_rewrite_of_the_whole_line_loses_its_short_start_too() -> None:
+    # Two characters before the caret, the model wrote the whole line again.
+    prefix = "def f():\n    x"
+    assert _native("    x_total = compute(a)", prefix, " = compute(a)\n    return x\n") == "_total"
+
+
+def test_a_middle_that_starts_like_the_line_keeps_it_without_a_rewrite() -> None:
+    prefix = 'def f():\n    "'
+    suffix = " pane.\n    return x\n"
+    assert _native('""Query the pane.', prefix, suffix) == '""Query the'
+
+
+def test_single_line_mode_checks_the_next_line_before_keeping_one() -> None:
+    # "):" again and the next line: the repeat of the following line proves the overrun.
+    prefix = "def area(r"
+    suffix = "):\n    return r * r\n"
+    raw = "adius):\n    return r * r"
+    plan, prompt = Plan(mode="native"), FimPrompt(prefix=prefix, suffix=suffix, single_line=True)
+    assert finish(raw, plan, prompt) == "adius"
+
+
+def test_a_last_letter_again_with_the_next_line_is_an_overrun() -> None:
+    # Single-line mode: one letter of the rest of the line again, then the next line.
+    prefix, suffix = "def f(value):\n    result = ", "e\n    return result\n"
+    plan, prompt = Plan(mode="native"), FimPrompt(prefix=prefix, suffix=suffix, single_line=True)
+    assert finish("value\n    return result", plan, prompt) == "valu"
+    assert finish("valu", plan, prompt) == "valu"

@@ -91,12 +91,52 @@ def test_validate_reports_wrong_type_and_unknown_key_by_line(
     assert "did you mean 'hedge_after_ms'" in result.stderr
 
 
-def test_validate_of_a_missing_file_says_how_to_create_it(
+def test_validate_of_a_missing_file_agrees_with_doctor_the_defaults_are_in_force(
     tmp_path: Path, home: dict[str, str]
 ) -> None:
-    result = run("--config", str(tmp_path / "nope.toml"), "config", "validate", env=home)
-    assert result.returncode == 2
-    assert "anyfill config init" in result.stderr
+    """No file is how anyfill starts (doctor says 'ok, using the defaults'): validate said
+    'no such file' and exited 2."""
+    path = tmp_path / "nope.toml"
+    result = run("--config", str(path), "config", "validate", env=home)
+    assert result.returncode == 0, result.stderr
+    assert f"{path}: no file, so the defaults are in force" in result.stdout
+    assert "anyfill config init" in result.stdout
+    doctor = run("--config", str(path), "doctor", "--json", env=home)
+    assert f"no file at {path}: using the defaults" in doctor.stdout
+
+
+def test_show_changed_names_only_what_the_user_changed(
+    tmp_path: Path, home: dict[str, str]
+) -> None:
+    """A changed default backend shows by its name and the changed key; the untouched
+    defaults and the managed server's placeholder url (port 0) are not shown."""
+    config = tmp_path / "c.toml"
+    assert run("--config", str(config), "config", "init", env=home).returncode == 0
+    assert run("--config", str(config), "config", "show", "--changed", env=home).stdout == ""
+    text = config.read_text()
+    start = text.index('name = "ollama"')
+    end = text.index("max_tokens = 128", start)
+    config.write_text(text[:end] + "max_tokens = 64" + text[end + len("max_tokens = 128") :])
+    shown = run("--config", str(config), "config", "show", "--changed", env=home)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout == '[[backends]]\nname = "ollama"\nmax_tokens = 64\n'
+
+    config.write_text(
+        '[[backends]]\nname = "mine"\ntype = "llamacpp"\nurl = "http://127.0.0.1:8081"\n'
+        '[[backends]]\nname = "managed"\ntype = "llamacpp-managed"\nmodel = "qwen2.5-coder-1.5b"\n'
+        '[routing]\ndefault = ["mine", "managed"]\n'
+    )
+    shown = run("--config", str(config), "config", "show", "--changed", env=home).stdout
+    assert 'name = "mine"\ntype = "llamacpp"\nurl = "http://127.0.0.1:8081"' in shown
+    assert "127.0.0.1:0" not in shown
+    assert 'name = "managed"' not in shown
+    assert "# default backends left out of the file: llamacpp, ollama" in shown
+
+
+def test_complete_help_names_every_output_field_and_option() -> None:
+    shown = run("complete", "--help").stdout
+    assert '{"id","line","middle","backend","ms","error"}' in shown
+    assert "--max-tokens N      Longest answer, in tokens" in shown
 
 
 def test_debug_shows_the_traceback(tmp_path: Path, home: dict[str, str]) -> None:
@@ -186,3 +226,15 @@ def test_settings_opens_the_panel_through_its_entry_point() -> None:
     (entry,) = entry_points(group="anyfill.frontends", name="settings")
     assert entry.value == "anyfill.ui.settings.standalone:run_settings"
     assert callable(entry.load())
+
+
+@pytest.mark.parametrize("command", [("config", "validate"), ("config", "show"), ("doctor",)])
+def test_a_config_path_that_is_a_directory_is_named_not_an_internal_error(
+    home: dict[str, str], command: tuple[str, ...]
+) -> None:
+    # The default path, which --config's own check does not see (issue 24).
+    (Path(home["XDG_CONFIG_HOME"]) / "anyfill" / "config.toml").mkdir(parents=True)
+    result = run(*command, env=home)
+    assert result.returncode != 0
+    assert "internal error" not in result.stderr + result.stdout
+    assert "config.toml: not a regular file" in result.stderr + result.stdout

@@ -47,7 +47,7 @@ def test_errors_name_file_line_key_expected_and_found() -> None:
     assert problems == {(12, "backends[1].max_tokens"), (16, "routing.fallbak")}
     text = str(info.value)
     assert "cfg.toml:12: backends[1].max_tokens" in text
-    assert "valid integer" in text
+    assert "a whole number is needed" in text
     assert "found 'lots'" in text
     assert "cfg.toml:16: routing.fallbak: unknown key 'fallbak' (did you mean 'fallback'?)" in text
 

@@ -139,6 +139,24 @@ def test_no_key_in_clear_text_to_another_host(type_name: str) -> None:
         assert resolve_api_key(backend(type_name, url, key_env="MY_KEY"), environ)
 
 
+@pytest.mark.parametrize("type_name", ["openai-chat", "anthropic", "gemini", "mistral-fim"])
+async def test_no_backend_is_built_with_a_key_for_plain_http_to_another_host(
+    type_name: str,
+) -> None:
+    """Whoever hands the key (the keyring, the environment, a field typed in the panel):
+    the one place every backend is built refuses it (issue 24)."""
+    import httpx
+
+    from anyfill.daemon.backends.registry import create_backend
+
+    async with httpx.AsyncClient() as client:
+        with pytest.raises(ConfigError, match=r"unencrypted over http:// to 10\.1\.2\.3"):
+            create_backend(backend(type_name, "http://10.1.2.3:8000"), client, "k-0123456789")
+        opted_in = backend(type_name, "http://10.1.2.3:8000", allow_insecure_http=True)
+        assert create_backend(opted_in, client, "k-0123456789") is not None
+        assert create_backend(backend(type_name, "https://10.1.2.3:8000"), client, "k-0123456789")
+
+
 @given(st.text(min_size=1, max_size=30))
 def test_any_header_value_validate_accepts_is_one_http_can_carry(value: str) -> None:
     try:

@@ -77,3 +77,18 @@ def test_interactive_exact_repeat_is_a_retry_but_a_prefetched_answer_is_served_o
     assert hit is not None
     assert hit.text == "2"
     assert cache.get("b", ahead, interactive=True) is None
+
+
+def test_another_sample_is_neither_served_from_nor_kept_in_the_cache() -> None:
+    """Alt+]'s other sample must reach the backend, and a later press gets the usual answer."""
+    from dataclasses import replace
+
+    cache = CompletionCache()
+    usual = FimPrompt(prefix="def add(a, b):\n    return ", suffix="")
+    cache.put("local", usual, "a + b", Plan("native"))
+    sample = replace(usual, sample=1)
+    assert cache.get("local", sample) is None
+    cache.put("local", sample, "b + a", Plan("native"))
+    hit = cache.get("local", usual)
+    assert hit is not None
+    assert hit.text == "a + b"

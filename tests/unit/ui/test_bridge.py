@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 
 import pytest
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from anyfill.config.model import Settings
@@ -143,3 +144,38 @@ def test_the_qt_binding_keeps_reference_counts_of_what_emit_returns(qtbot: QtBot
     assert len(seen) == 300
     assert sys.getrefcount(True) >= trues - 10
     assert sys.getrefcount(None) >= nones - 10
+
+
+def test_qt_garbage_is_never_freed_on_the_core_thread(bridge: CoreBridge, qtbot: QtBot) -> None:
+    """A Qt object in a reference cycle (a tray, a dialog) is garbage for the cyclic
+    collector, which used to run in whichever thread allocated: the core's thread, or a
+    download's worker thread, deleting the widget under the GUI thread's feet (the test
+    suite's SIGABRT in the download dialog's cancel test). While the core runs, the
+    collector runs on the GUI thread only."""
+    from PySide6.QtCore import QTimer
+
+    freed_on: list[str] = []
+
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+            self.timer = QTimer()
+            self.timer.start(60_000)  # a running timer: Qt warns when stopped elsewhere
+            self.timer.destroyed.connect(
+                lambda: freed_on.append(threading.current_thread().name),
+                Qt.ConnectionType.DirectConnection,
+            )
+
+    Cycle()  # garbage at once, for the cyclic collector only
+
+    async def allocate_a_lot() -> None:
+        # Far beyond every generation's threshold: automatic collections would run here.
+        for _ in range(20):
+            junk = [[object()] for _ in range(50_000)]
+            for item in junk:
+                item.append(item)
+            del junk
+
+    bridge.submit(allocate_a_lot()).result(30)
+    assert freed_on in ([], ["MainThread"])
+    qtbot.waitUntil(lambda: freed_on == ["MainThread"], timeout=5000)

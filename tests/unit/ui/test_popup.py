@@ -96,3 +96,38 @@ def test_the_hint_line_names_the_configured_keys() -> None:
     assert (
         hint_line(KEYS) == "Tab / Enter insert   ·   Esc dismiss   ·   Alt+[ / Alt+] alternatives"
     )
+
+
+def test_a_long_line_keeps_the_popup_on_the_screen_and_the_completion_whole(
+    qtbot: QtBot,
+) -> None:
+    """A 5524 px popup on a 1280 px screen cut off the end of the line and the suffix: the
+    context is cut to fit, the completion wraps, never cut."""
+    popup = PreviewPopup()
+    qtbot.addWidget(popup)
+    screen = QGuiApplication.primaryScreen().availableGeometry()
+    before = "x = compute(" + ", ".join(f"argument_{n}" for n in range(200)) + ", "
+    after = ", ".join(f"tail_{n}" for n in range(200)) + ")"
+    middle = " + ".join(f"term_{n}" for n in range(120))  # one long line of completion
+    popup.open_for(
+        PreviewShown(1, "Mousepad", CaretRect(40, 100, 2, 18), before, after, True, KEYS)
+    )
+    popup.show_text(PreviewText(1, middle, "local", final=True, ms=50.0))
+    assert popup.width() <= screen.width() * 0.6 + 1, (popup.width(), screen.width())
+    assert screen.contains(popup.frameGeometry())
+    text = popup._body.text()
+    assert middle in text.replace("\n", "")  # every character of the completion shows
+    assert "…" in text  # the context was cut instead
+    assert "argument_199, " in text  # the end of the line before, next to the answer
+    assert "tail_0" in text  # the start of the line after
+    assert popup._body.height() > popup._body.fontMetrics().height() * 3  # wrapped
+
+
+def test_the_header_says_what_an_alternative_is(qtbot: QtBot) -> None:
+    popup = PreviewPopup()
+    qtbot.addWidget(popup)
+    popup.open_for(PreviewShown(1, "Mousepad", CaretRect(200, 300, 2, 18), "x = ", "", True, KEYS))
+    popup.show_text(
+        PreviewText(1, "42", "local", final=True, ms=9.0, alternative=1, how="another sample")
+    )
+    assert "local · 9 ms · alternative 2 · another sample" in popup._header.text()

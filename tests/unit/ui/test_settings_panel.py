@@ -5,6 +5,7 @@ their field and Save stays off; Test sends a real completion through the bridge.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import re
 import shutil
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QSettings, Qt
+from PySide6.QtWidgets import QPushButton
 from pytestqt.qtbot import QtBot
 
 from anyfill.config.presets import PRESETS
@@ -189,14 +191,14 @@ def test_bad_values_are_named_next_to_their_field_and_save_stays_off(
     retype(qtbot, backends.url, "localhost 8080")
     url_row = next(row for row in backends.form.rows if row.key == ("url",))
     assert url_row.error.isVisible()
-    assert url_row.error.text().startswith("Input should be a valid URL")
+    assert url_row.error.text().startswith("not a web address: write it like http://127.0.0.1:8080")
     assert not window.save_button.isEnabled()
 
     limit = next(row for row in backends.form.rows if row.key == ("limits", "requests_per_minute"))
     limit.editor.setValue(-1)  # type: ignore[attr-defined]
-    assert limit.error.text() == "Input should be greater than or equal to 0; found -1"
+    assert limit.error.text() == "must be at least 0; found -1"
     # Named as the user finds it (page, backend, field); the file's key is in the tooltip.
-    assert window.problem.text().startswith("Backends › local › URL: Input should be a valid URL")
+    assert window.problem.text().startswith("Backends › local › URL: not a web address")
     assert window.problem.text().endswith("(and 1 more)")
     assert window.problem.toolTip() == "In the file: backends[0].url"
     # Ctrl+S does nothing while a field is wrong; the file is untouched.
@@ -365,6 +367,34 @@ def test_test_tries_a_typed_key_before_it_is_saved_and_says_when_none_is_set(
     assert key not in config.read_text()
 
 
+def test_test_never_sends_a_typed_key_over_plain_http_to_another_host(
+    qtbot: QtBot, config: Path, panel_bridge: CoreBridge
+) -> None:
+    """The rule `complete` and the daemon keep (issue 24): the Test button keeps it too."""
+    from tests.servers.http import non_loopback_address
+    from tests.servers.mistral import MistralFim
+
+    host = non_loopback_address()
+    if host is None:
+        pytest.skip("this machine has no address besides loopback")
+    key = "sk-typed-in-the-panel-4567"
+    responder = MistralFim(default=Reply(text="a + b"), api_key=key)
+    with LoopbackServer.in_thread(responder, host=host) as server:
+        window = open_window(qtbot, config, panel_bridge)
+        backends = page(window, BackendsPage)
+        assert isinstance(backends, BackendsPage)
+        backends.list.setCurrentRow(1)  # codestral
+        retype(qtbot, backends.url, server.url)
+        qtbot.keyClicks(backends.key, key)
+        qtbot.mouseClick(backends.test, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: backends.result.text().startswith(("✓", "✗")), timeout=10000)
+        text = backends.result.text()
+        assert f"would send its API key unencrypted over http:// to {host}" in text, text
+        assert "allow_insecure_http" in text
+        assert server.requests == []  # nothing at all reached the other host
+    assert key not in text
+
+
 def test_dragging_a_backend_reorders_the_list_and_the_chain(qtbot: QtBot, config: Path) -> None:
     from PySide6.QtCore import QModelIndex
 
@@ -499,7 +529,7 @@ def test_hotkeys_read_as_on_the_desktop_and_are_saved_in_the_files_syntax(
     complete, cancel = hotkeys.edits["complete"], hotkeys.edits["cancel"]
     assert complete.text() == "Ctrl+Alt+Space"  # from the file
     assert cancel.text() == "Ctrl+Alt+Backspace"  # the default
-    assert complete.toolTip() == "In the configuration file: <ctrl>+<alt>+<space>"
+    assert complete.toolTip().endswith("\nIn the configuration file: <ctrl>+<alt>+<space>")
 
     ctrl_alt = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier
     record(qtbot, complete, Qt.Key.Key_J, ctrl_alt)
@@ -644,3 +674,284 @@ def test_each_type_shows_only_its_fields(qtbot: QtBot, config: Path) -> None:
     backends.apply_preset(PRESETS[0])  # back to a server of the user's own
     assert shown(("url",))
     assert not shown(("server", "context_size"))
+
+
+@pytest.fixture
+def dialogs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """The error dialogs the window opened, (title, text), instead of blocking on them."""
+    from PySide6.QtWidgets import QMessageBox
+
+    shown: list[tuple[str, str]] = []
+    monkeypatch.setattr(
+        QMessageBox, "critical", lambda parent, title, text, *a, **k: shown.append((title, text))
+    )
+    return shown
+
+
+def fill(mount: Path) -> None:
+    with contextlib.suppress(OSError), (mount / "filler").open("wb", buffering=0) as filler:
+        while True:
+            filler.write(bytes(4096))
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real tmpfs with no space left (mounted as root; skipped otherwise)."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mount = tmp_path / "full"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], check=True)
+    try:
+        fill(mount)
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def change_first_url(qtbot: QtBot, window: SettingsWindow) -> BackendsPage:
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    backends.list.setCurrentRow(0)
+    retype(qtbot, backends.url, "http://127.0.0.1:8081")
+    return backends
+
+
+def test_a_symlinked_config_is_written_through_the_link_and_keeps_its_mode(
+    qtbot: QtBot, tmp_path: Path, dialogs: list[tuple[str, str]]
+) -> None:
+    """Issue 24: the link was replaced by a regular file of mode 0600."""
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    target = dotfiles / "anyfill.toml"
+    target.write_text(USER_FILE)
+    target.chmod(0o644)
+    link = tmp_path / "config.toml"
+    link.symlink_to(target)
+    window = open_window(qtbot, link)
+    change_first_url(qtbot, window)
+    assert window.save(), dialogs
+    assert link.is_symlink()
+    assert link.readlink() == target
+    assert 'url = "http://127.0.0.1:8081"' in target.read_text()
+    assert target.stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in dotfiles.iterdir()) == ["anyfill.toml"]  # no temp file left
+    assert dialogs == []
+
+
+def test_a_refused_keyring_write_leaves_the_file_as_it_was_and_says_so(
+    qtbot: QtBot, config: Path, dialogs: list[tuple[str, str]], file_keyring: object
+) -> None:
+    """Issue 24: the file was written, then 'Not saved', then 'another program changed it'."""
+    import keyring
+    import keyring.backends.fail
+
+    window = open_window(qtbot, config)
+    backends = change_first_url(qtbot, window)
+    backends.list.setCurrentRow(1)  # codestral
+    qtbot.keyClicks(backends.key, "sk-refused-0123456789")
+    keyring.set_keyring(keyring.backends.fail.Keyring())
+    try:
+        assert not window.save()
+    finally:
+        keyring.set_keyring(file_keyring)
+    ((title, text),) = dialogs
+    assert title == "Not saved"
+    assert "the system keyring refused the key" in text
+    assert "nothing was changed" in text
+    assert config.read_text() == USER_FILE
+    # The keyring works again: the same Save goes through, no "another program changed it".
+    assert window.save()
+    assert len(dialogs) == 1
+    assert keyring.get_password("anyfill", "codestral") == "sk-refused-0123456789"
+    assert 'url = "http://127.0.0.1:8081"' in config.read_text()
+
+
+def test_a_keyring_on_a_full_disk_shows_a_message(
+    qtbot: QtBot, config: Path, dialogs: list[tuple[str, str]], full_disk: Path
+) -> None:
+    import keyring
+    from keyrings.alt.file import PlaintextKeyring
+
+    class FullDiskKeyring(PlaintextKeyring):  # type: ignore[misc]
+        @property
+        def file_path(self) -> str:
+            return str(full_disk / "keyring_pass.cfg")
+
+    window = open_window(qtbot, config)
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    backends.list.setCurrentRow(1)  # codestral
+    qtbot.keyClicks(backends.key, "sk-no-space-0123456789")
+    previous = keyring.get_keyring()
+    keyring.set_keyring(FullDiskKeyring())
+    try:
+        assert not window.save()
+    finally:
+        keyring.set_keyring(previous)
+    ((title, text),) = dialogs
+    assert title == "Not saved"
+    assert "No space left on device" in text, text
+    assert "sk-no-space" not in text
+    assert config.read_text() == USER_FILE
+
+
+def test_a_config_on_a_full_disk_says_what_was_kept(
+    qtbot: QtBot, full_disk: Path, dialogs: list[tuple[str, str]]
+) -> None:
+    import subprocess
+
+    import keyring
+
+    path = full_disk / "config.toml"
+    subprocess.run(["umount", "-l", str(full_disk)], check=True)  # room for the file first
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full_disk)], check=True)
+    path.write_text(USER_FILE)
+    fill(full_disk)
+    window = open_window(qtbot, path)
+    backends = change_first_url(qtbot, window)
+    backends.list.setCurrentRow(1)
+    qtbot.keyClicks(backends.key, "sk-kept-in-keyring-0123")
+    assert not window.save()
+    ((title, text),) = dialogs
+    assert title == "Not saved"
+    assert "No space left on device" in text, text
+    assert "the file is unchanged; the API key for 'codestral' is in the keyring" in text
+    assert path.read_text() == USER_FILE
+    assert keyring.get_password("anyfill", "codestral") == "sk-kept-in-keyring-0123"
+
+
+def test_a_backend_added_goes_before_the_managed_fallback_and_the_order_is_shown(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    """With the default file (llamacpp, ollama, managed) an added backend landed after
+    'managed', so it was never asked while the managed server worked, and nothing said so."""
+    from anyfill.config.store import default_config_text
+
+    path = tmp_path / "config.toml"
+    path.write_text(default_config_text())
+    window = open_window(qtbot, path)
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    assert "Completions ask: <b>llamacpp → ollama → managed</b>" in backends.order.text()
+    assert "answers only when the ones before it do not" in backends.order.text()
+    backends.add(next(p for p in PRESETS if p.type == "mistral-fim"))
+    added = window.draft.data["backends"][backends.index]["name"]
+    chain = ["llamacpp", "ollama", added, "managed"]
+    assert window.draft.data["routing"]["default"] == chain
+    assert backends.list.item(2).text().startswith(added)
+    assert f"ollama → {added} → managed" in backends.order.text()
+    # moved first, the panel says what that means
+    backends.list.setCurrentRow(3)
+    for _ in range(3):
+        backends.move_selected(-1)
+    assert window.draft.effective_chain()[0] == "managed"
+    assert "while it works, the backends after it are never asked" in backends.order.text()
+    for _ in range(3):
+        backends.move_selected(+1)
+    assert window.draft.effective_chain() == chain
+    assert window.save()
+    saved = parse_settings(path.read_text(), environ={})
+    assert saved.routing.default[-1] == "managed"
+    assert saved.routing.default.index(added) < saved.routing.default.index("managed")
+
+
+def _all_pages(window: SettingsWindow) -> Iterator[tuple[object, object]]:
+    from anyfill.ui.settings.fields import Form
+
+    for index, candidate in enumerate(window.pages):
+        window.nav.setCurrentRow(index)
+        for form in candidate.findChildren(Form):
+            yield candidate, form
+
+
+def test_every_option_has_a_tooltip_in_words_a_user_knows(qtbot: QtBot, config: Path) -> None:
+    """Capture's "Decide nothing is selected after 60 ms" and most options had none."""
+    window = open_window(qtbot, config)
+    page(window, AppsPage).add(None)  # type: ignore[attr-defined]
+    missing = []
+    rows = 0
+    for shown, form in _all_pages(window):
+        for row in form.rows:  # type: ignore[attr-defined]
+            rows += 1
+            tip = row.editor.toolTip()
+            if len(tip) < 20 or "_" in tip.split(":")[0]:
+                missing.append((type(shown).__name__, row.key, tip))
+            if row.label is not None:
+                assert tip.startswith(row.label.toolTip())
+    assert rows > 60
+    assert missing == []
+    capture = page(window, CapturePage)
+    empty = next(r for f in capture.forms for r in f.rows if r.key == ("empty_timeout_ms",))  # type: ignore[attr-defined]
+    assert empty.label.text() == "Nothing selected: stop waiting after"
+    assert "nothing gets selected" in empty.editor.toolTip()
+
+
+def test_no_choice_is_cut_at_the_windows_size(qtbot: QtBot, config: Path) -> None:
+    from PySide6.QtWidgets import QComboBox, QStyle, QStyleOptionComboBox
+
+    window = open_window(qtbot, config)
+    window.show()
+    backends = page(window, BackendsPage)
+    assert isinstance(backends, BackendsPage)
+    backends.add(next(p for p in PRESETS if p.type == "llamacpp-managed"))  # its choices show
+    cut = []
+    for index, shown in enumerate(window.pages):
+        window.nav.setCurrentRow(index)
+        qtbot.wait(10)
+        for combo in shown.findChildren(QComboBox):
+            if not combo.isVisibleTo(shown):
+                continue
+            option = QStyleOptionComboBox()
+            combo.initStyleOption(option)
+            field = combo.style().subControlRect(
+                QStyle.ComplexControl.CC_ComboBox,
+                option,
+                QStyle.SubControl.SC_ComboBoxEditField,
+                combo,
+            )
+            for item in range(combo.count()):
+                text = combo.itemText(item)
+                if combo.fontMetrics().horizontalAdvance(text) > field.width():
+                    cut.append((type(shown).__name__, text, field.width()))
+    assert cut == []
+    # and no field runs past the right edge of the Backends form's scroll area
+    window.nav.setCurrentRow(0)
+    qtbot.wait(10)
+    viewport = backends.form.parentWidget()
+    assert viewport is not None
+    assert backends.form.minimumSizeHint().width() <= viewport.width()
+
+
+def test_keys_read_alike_on_every_page_and_the_accept_keys_are_recorded(
+    qtbot: QtBot, config: Path
+) -> None:
+    """Applications showed `paste <ctrl>+<shift>+v` while Hotkeys showed `Ctrl+Shift+V`; the
+    popup's accept keys were a raw text field."""
+    from anyfill.ui.settings.fields import KeyListEdit
+
+    window = open_window(qtbot, config)
+    apps = page(window, AppsPage)
+    assert isinstance(apps, AppsPage)
+    texts = [apps.table.item(row, 2).text() for row in range(apps.table.rowCount())]
+    assert "capture: clipboard; paste with Ctrl+Shift+V; copy with Ctrl+Shift+C" in texts
+    assert not any("<" in text for text in texts)
+
+    hotkeys = page(window, HotkeysPage)
+    assert isinstance(hotkeys, HotkeysPage)
+    accept = hotkeys.findChild(KeyListEdit)
+    assert isinstance(accept, KeyListEdit)
+    assert [button.text() for button in accept.buttons] == ["Tab", "Enter"]
+    record(qtbot, accept.add_button, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert [button.text() for button in accept.buttons] == ["Tab", "Enter", "Ctrl+Enter"]
+    remove_tab = next(
+        w for w in accept.findChildren(QPushButton) if w.accessibleName() == "Remove Tab"
+    )
+    qtbot.mouseClick(remove_tab, Qt.MouseButton.LeftButton)
+    assert [button.text() for button in accept.buttons] == ["Enter", "Ctrl+Enter"]
+    assert window.save()
+    saved = parse_settings(config.read_text(), environ={})
+    assert saved.ui.preview_accept_keys == ["<enter>", "<ctrl>+<enter>"]

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import QRect
 from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import QApplication, QMenu
 from pytestqt.qtbot import QtBot
@@ -264,3 +265,76 @@ def test_a_local_server_the_user_set_up_is_still_reported(qtbot: QtBot, tmp_path
         assert tray.state.look() == "cooling"  # the first backend the user chose cools
     finally:
         tray.bridge.stop()
+
+
+async def serving_the_control_socket(
+    core: Core, stop: asyncio.Event, ready: Callable[[], None]
+) -> None:
+    """The real control socket served by the core loop, as `anyfill run` serves it."""
+    from anyfill.daemon.control.builtins import install_builtins
+    from anyfill.daemon.control.commands import Commands
+    from anyfill.daemon.control.server import ControlServer
+
+    commands = Commands()
+    install_builtins(commands, core)
+    async with ControlServer(commands) as control:
+        await control.start_serving()
+        ready()
+        await stop.wait()
+
+
+def test_diagnostics_see_the_running_daemon_answer_its_control_socket(
+    qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The doctor pings the control socket the core loop serves: run on that loop it blocked
+    the answer and always read 'did not answer within 2 s' (also after Check again)."""
+    import tempfile
+
+    runtime = Path(tempfile.mkdtemp(prefix="afd-"))
+    runtime.chmod(0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    bridge = CoreBridge(settings(), runner=serving_the_control_socket)
+    tray = TrayApp(app, settings(), tmp_path / "config.toml", bridge=bridge)
+    tray.notifier.enabled = False
+    with qtbot.waitSignal(bridge.ready, timeout=5000):
+        tray.start()
+    try:
+        tray.windows.show_diagnostics()
+        window = tray.windows._diagnostics
+        assert window is not None
+        for _ in range(2):  # the first run, then Check again
+            qtbot.waitUntil(lambda: bool(window.findings), timeout=15000)
+            daemon = next(f for f in window.findings if f.topic == "daemon")
+            assert daemon.status == "ok", daemon.detail
+            assert daemon.detail.startswith("running (pid "), daemon.detail
+            window.findings = []
+            window.run_checks()
+        window.close()
+    finally:
+        bridge.stop()
+
+
+def test_diagnostics_fit_the_screen_scroll_and_end_in_a_verdict(
+    tray_app: TrayApp, qtbot: QtBot
+) -> None:
+    from anyfill.ui.diagnostics import fitted
+
+    tray_app.windows.show_diagnostics()
+    window = tray_app.windows._diagnostics
+    assert window is not None
+    qtbot.waitUntil(lambda: bool(window.findings), timeout=15000)
+    # 'local' and 'cloud' answer nowhere: the doctor's own verdict, in words
+    assert "cannot work until the 'fail' lines are fixed" in window.verdict.text()
+    screen = window.screen().availableGeometry()
+    assert screen.contains(window.geometry()), (window.geometry(), screen)
+    assert window.scroll_area.widgetResizable()
+    # a small screen: the window shrinks into it, the findings scroll
+    tiny = QRect(0, 0, 640, 360)
+    small = fitted(tiny)
+    assert tiny.contains(small)
+    window.setGeometry(small)
+    window.show()
+    qtbot.waitUntil(lambda: window.scroll_area.verticalScrollBar().maximum() > 0, timeout=5000)
+    window.close()

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
+from anyfill.daemon.atspi.focus import AtspiFocus
 from anyfill.daemon.context import ScreenArea
-from anyfill.daemon.wayland.atspi import AtspiFocus
 from anyfill.daemon.wayland.compositor import compositor_focus
 from anyfill.daemon.wayland.desktop import WaylandWindows
 from anyfill.daemon.wayland.kwin import (

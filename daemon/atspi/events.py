@@ -17,7 +17,7 @@ from typing import Any
 from dbus_fast import BusType, Message, MessageType
 from dbus_fast.aio import MessageBus
 
-log = logging.getLogger("anyfill.wayland.atspi")
+log = logging.getLogger("anyfill.atspi.events")
 
 EVENTS = ("object:text-changed", "object:text-caret-moved")
 _MEMBERS = ("TextChanged", "TextCaretMoved")
