@@ -366,3 +366,25 @@ def test_text_after_the_caret_puts_the_suggestion_in_a_capsule_below_it(
     assert outcome.status == "inserted", outcome
     assert qt_field(qt).text == "print(user.fname)"
     assert a11y.get_clipboard() == USER_CLIP
+
+
+def test_an_application_killed_while_its_suggestion_is_on_the_way_leaves_anyfill_running(
+    a11y: XSession, suggesting: Daemon, qt: QtTarget, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    """The listener reads fields over D-Bus, not libatspi: an app that goes away is an error
+    on one call, never a crash (last session libatspi crashed when an app quit mid-capture);
+    the next suggestion elsewhere shows as usual."""
+    responder, server = llama
+    answer_next(responder, Reply(text="later", delay_s=0.3), Reply(text=" again"))
+    leaving = QtTarget(a11y, "anyfill-suggest-leaving")
+    leaving.set("bye", 3)
+    a11y.focus(leaving.wid)
+    asked = len(infill(server))
+    a11y.key("x", clear=False)
+    wait_until(lambda: len(infill(server)) > asked, 10, "the suggestion's request")
+    leaving.process.kill()  # gone while its suggestion is on the way
+    leaving.process.wait(5)
+    leaving.reader.close()
+    leaving.sock.close()
+    show_ghost(a11y, suggesting, qt, server, "still", " here")
+    assert suggesting.process.poll() is None
