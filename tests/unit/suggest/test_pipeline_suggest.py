@@ -95,3 +95,19 @@ async def test_an_accepted_suggestion_is_inserted_whatever_the_typing_after_it()
     outcome = await task
     assert outcome.status in ("sent", "inserted")
     assert r.keys.pasted == ["big brown "]
+
+
+async def test_the_style_setting_applies_to_the_preview_hotkey_too() -> None:
+    r = rig()
+    task = await r.press_preview()
+    assert r.of(PreviewShown)[-1].style == "popup"  # unset: the hotkey keeps its popup
+    r.port.press("dismiss")
+    await task
+    live = r.pipeline._read_settings()
+    live.suggestions.style = "ghost"
+    task = await r.press_preview()
+    shown = r.of(PreviewShown)[-1]
+    assert (shown.style, shown.auto) == ("ghost", False)
+    assert set(r.port.grabbed) == {"accept0", "accept1", "dismiss", "next", "previous"}
+    r.port.press("dismiss")
+    await task
