@@ -44,6 +44,7 @@ async def test_nothing_shows_and_no_key_is_taken_until_the_answer_then_only_tab(
     outcome = await task
     assert (outcome.action, outcome.middle) == ("suggest", "big brown ")
     assert r.keys.pasted == ["big brown "]
+    assert list(r.pipeline.history) == [outcome]  # accepted: in the tray's history
 
 
 async def test_typing_cancels_a_suggestion_but_never_a_hotkey_press() -> None:
