@@ -189,7 +189,13 @@ class TrayApp(QObject):
             return
         if isinstance(event, PreviewShown) and self.ghost.fits(event):
             self.ghost.open_for(event)
-            log.debug("ghost %d opened at the caret %s", event.preview_id, event.caret)
+            log.debug(
+                "ghost %d opened at the caret %s, font %r %.1f pt",
+                event.preview_id,
+                event.caret,
+                event.font_family,
+                event.font_size,
+            )
         elif isinstance(event, PreviewShown):
             self.popup.open_for(event)
             if self.popup.at_fixed_place:

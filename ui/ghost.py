@@ -177,8 +177,9 @@ class GhostText(QWidget):
         rest = max((metrics.horizontalAdvance(line) for line in self.lines[1:]), default=0)
         width = max(first + indent, rest, 1)
         height = metrics.lineSpacing() * len(self.lines)
-        # The caret rectangle is the line's height: centre the text's line in it.
-        top = caret.y + (caret.height - metrics.height()) // 2
+        # The caret rectangle spans the line down to its descent: the ghost's baseline
+        # sits where the application's does when both fonts descend alike.
+        top = caret.y + caret.height - metrics.height()
         self._indent = indent
         self.setGeometry(QRect(QPoint(caret.x - indent, top), QSize(width, height)))
         if self._presenter is None:

@@ -171,7 +171,8 @@ class AtspiTextSource:
         if rect is not None and start == 0 and "\n" in before:
             rect = await self._below_first_line(sender, path, rect, before.count("\n"))
         attrs = await self._attributes(sender, path, max(caret - 1, 0))
-        family = attrs.get("family-name") or attrs.get("font-family") or ""
+        # Qt quotes the family ('"Sans Serif"'), as CSS would
+        family = (attrs.get("family-name") or attrs.get("font-family") or "").strip("\"' ")
         return FieldRead(
             Field(
                 before,
