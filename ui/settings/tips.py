@@ -97,12 +97,14 @@ TIPS: dict[str, str] = {
     "insert.apps.copy_keys": "The keys that copy in these windows (terminals use "
     "Ctrl+Shift+C); Backspace while recording: the global keys",
     "insert.apps.capture": "How the text is read here; none ticked: the global methods",
+    "insert.apps.suggest": "Suggestions as you type in these windows: on, off, or the "
+    "Suggestions page's choice",
+    "suggestions.auto": "Show a dimmed suggestion at the caret when you pause while typing; "
+    "Tab takes it, Esc or typing on ignores it. Off: only the hotkeys ask",
+    "suggestions.ghost_lines": "How many lines of a longer suggestion show at the caret; Tab "
+    "still inserts all of it",
     "insert.apps.backends": "Which backends answer here; none ticked: the default chain",
-    "insert.apps.suggest": "Suggestions as you type in these windows: on, off (terminals, "
-    "password managers), or as the Suggestions page says",
     # Suggestions as you type
-    "suggestions.auto": "Ask by itself when you pause typing and show the answer dimmed at "
-    "the caret: Tab inserts it, Esc or typing on dismisses it",
     "suggestions.style": "Dimmed text at the caret, or the preview popup; also for the "
     "preview hotkey. Where no caret position is known the popup shows",
     "suggestions.pause_ms": "How long you pause before anyfill asks; 0 adapts it to your "
@@ -112,7 +114,6 @@ TIPS: dict[str, str] = {
     "a paid cloud service is asked only when you press a hotkey",
     "suggestions.max_chars_after_caret": "With more text than this after the caret on its "
     "line you are editing, not writing on: no suggestion",
-    "suggestions.ghost_lines": "How many lines of a longer suggestion show at the caret",
     # Completion
     "completion.single_line": "Ask for one line only: 'auto' does when text follows the caret "
     "on its line, so the answer does not run over it",
