@@ -154,7 +154,9 @@ class XSession:
 
         def search() -> int:
             out = self.run("xdotool", "search", "--onlyvisible", "--class", wm_class, check=False)
-            return int(out.split()[0]) if out.split() else 0
+            # stderr is merged: an X error about a window going away may come first
+            ids = [word for word in out.split() if word.isdigit()]
+            return int(ids[0]) if ids else 0
 
         return wait_until(search, within, f"a {wm_class} window")
 

@@ -104,6 +104,16 @@ TIPS: dict[str, str] = {
     "suggestions.ghost_lines": "How many lines of a longer suggestion show at the caret; Tab "
     "still inserts all of it",
     "insert.apps.backends": "Which backends answer here; none ticked: the default chain",
+    # Suggestions as you type
+    "suggestions.style": "Dimmed text at the caret, or the preview popup; also for the "
+    "preview hotkey. Where no caret position is known the popup shows",
+    "suggestions.pause_ms": "How long you pause before anyfill asks; 0 adapts it to your "
+    "typing rhythm and the backend's speed (100-1000 ms)",
+    "suggestions.backends": "The backends asked while you type; none ticked: the default chain",
+    "suggestions.cloud_auto": "Off: only backends on this computer are asked while you type; "
+    "a paid cloud service is asked only when you press a hotkey",
+    "suggestions.max_chars_after_caret": "With more text than this after the caret on its "
+    "line you are editing, not writing on: no suggestion",
     # Completion
     "completion.single_line": "Ask for one line only: 'auto' does when text follows the caret "
     "on its line, so the answer does not run over it",
