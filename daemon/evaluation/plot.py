@@ -80,6 +80,6 @@ def write_plot(path: Path, suite: Suite, summaries: Sequence[BackendSummary]) ->
         latency.set_title("latency")
         latency.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, ncol=2)
         figure.tight_layout()
-        figure.savefig(path, dpi=110)
+        figure.savefig(path, dpi=110, bbox_inches="tight")  # the legends below the axes
     finally:
         plt.close(figure)

@@ -25,7 +25,11 @@ from anyfill.daemon.backends.base import Backend
 from anyfill.daemon.completion import Completion, CompletionRequest
 from anyfill.daemon.context import Context
 from anyfill.daemon.engine.engine import Engine
-from anyfill.daemon.engine.patience import MAX_BATCH_CONCURRENCY, complete_patiently
+from anyfill.daemon.engine.patience import (
+    MAX_BATCH_CONCURRENCY,
+    RatePacer,
+    complete_patiently,
+)
 from anyfill.daemon.errors import AnyfillError, error_text
 from anyfill.daemon.evaluation.problems import Problem, Suite
 from anyfill.daemon.evaluation.sandbox import Outcome, Sandbox
@@ -151,11 +155,12 @@ class EvalRun:
         started = loop.time()
         limit = self.settings.backend(name).limits.max_concurrent
         gate = asyncio.Semaphore(max(1, min(MAX_BATCH_CONCURRENCY, limit)))
+        pacer = RatePacer(loop.time)  # one word on the backend's 429s for all its problems
         completed: list[tuple[Problem, ProblemResult]] = []
 
         async def complete(number: int, problem: Problem) -> None:
             async with gate:
-                result = await self._complete(engine, name, number, problem)
+                result = await self._complete(engine, name, number, problem, pacer)
             completed.append((problem, result))
             if self.sandbox is None:
                 self._keep(result)
@@ -208,7 +213,7 @@ class EvalRun:
                 await task
 
     async def _complete(
-        self, engine: Engine, name: str, number: int, problem: Problem
+        self, engine: Engine, name: str, number: int, problem: Problem, pacer: RatePacer
     ) -> ProblemResult:
         request = CompletionRequest(
             context_for(problem),
@@ -219,7 +224,7 @@ class EvalRun:
             single_line=single_line_for(self.suite),
         )
         try:
-            completion = await complete_patiently(engine, request, asyncio.sleep)
+            completion = await complete_patiently(engine, request, asyncio.sleep, pacer)
         except AnyfillError as exc:
             log.info("%s failed on %s: %s", name, problem.task_id, error_text(exc))
             return self._failed(name, problem, redact(error_text(exc)))

@@ -17,6 +17,9 @@ import pytest
 from anyfill.daemon.evaluation.problems import Problem, load_problems
 from tests.servers.fixtures import StartServer
 from tests.servers.humaneval import AnswerKey, canonical, wrong
+from tests.servers.llamacpp import LlamaCpp
+from tests.servers.ollama import Ollama
+from tests.servers.script import Reply
 
 SINGLE_LINE = list(load_problems("single-line"))
 FIRST = SINGLE_LINE[0]  # HumanEval/0: has_close_elements, L0 is its outer `for` line
@@ -323,3 +326,46 @@ async def test_every_problem_is_asked_of_the_backend_not_of_the_cache(
     (box,) = run.json()["backends"]
     assert box["answered"] == 40
     assert sorted(key.asked) == sorted(p.task_id for p in problems)
+
+
+async def test_a_backend_that_only_rate_limits_ends_the_run_with_its_errors(
+    loopback: StartServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Every answer a 429: the problems share one pacer (as --jsonl lines do), so after the
+    first one gave up the rest are not each waited out; the run ends and says why."""
+    srv = await loopback(LlamaCpp(default=Reply(error="rate_limit", retry_after="1")))
+    configure(env, tmp_path, box=srv.url)
+    out = tmp_path / "out"
+    run = await anyfill_eval(env, "--limit", "6", "--json", "--out", str(out), timeout=120)
+    assert run.code == 1, run.err  # nothing answered: probably misconfigured
+    (box,) = run.json()["backends"]
+    assert (box["finished"], box["answered"], box["failed"]) == (6, 0, 6)
+    assert box["exact_match"] == 0.0
+    lines = results(out)
+    assert all(line["error"].startswith("rate limited") for line in lines)
+    completions = [r for r in srv.requests if r.path in ("/v1/completions", "/infill")]
+    assert len(completions) <= 4 + 5  # the first problem's tries, then one each at most
+
+
+async def test_a_backend_without_prompt_lists_is_asked_one_problem_at_a_time(
+    loopback: StartServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Ollama takes one prompt per request: each problem is its own /api/generate, with the
+    model's template, and the same answer for all scores only where it is right."""
+    first_line = FIRST.canonical_solution
+    srv = await loopback(Ollama(default=Reply(text=first_line)))
+    (tmp_path / "anyfill.toml").write_text(
+        f'[[backends]]\nname = "olla"\ntype = "ollama"\nurl = "{srv.url}"\n'
+        'model = "qwen2.5-coder:1.5b-base"\n'
+        '[routing]\ndefault = ["olla"]\n[logging]\nfile = false\n'
+    )
+    env["ANYFILL_CONFIG"] = str(tmp_path / "anyfill.toml")
+    out = tmp_path / "out"
+    run = await anyfill_eval(env, "--limit", "8", "--json", "--out", str(out))
+    assert run.code == 0, run.err
+    (box,) = run.json()["backends"]
+    assert box["answered"] == 8
+    assert box["exact_match"] == 12.5  # right for the first problem only
+    generates = [r for r in srv.requests if r.path == "/api/generate"]
+    assert len(generates) == 8
+    assert {line["task_id"] for line in results(out) if line["exact_match"]} == {FIRST.task_id}
