@@ -17,7 +17,11 @@ Printed:
 - Tab -> text in the app.
 
     .venv/bin/python bench/bench_tray.py [--runs 30] [--starts 5]
-        [--starts-only] [--first-press-after 0.5] [--baseline DIR]
+        [--starts-only] [--first-press-after 0.5] [--baseline DIR] [--atspi]
+
+``--atspi``: the session as GNOME, KDE and Xfce run it, with a session bus and the
+accessibility bus (at-spi-bus-launcher), the target exposing its text: the capture then
+reads over AT-SPI (each first press's capture route is printed).
 
 ``--baseline DIR``: DIR holds another anyfill source tree as ``DIR/anyfill`` (for example
 ``mkdir -p /tmp/base/anyfill && git archive main | tar -x -C /tmp/base/anyfill``); its
@@ -27,13 +31,16 @@ daemons run with ``PYTHONPATH=DIR``, each start right before the same start of t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +61,9 @@ preview = "<ctrl>+<alt>+p"
 cancel = "<ctrl>+<alt>+j"
 """
 """The tray daemon's own hotkeys: the headless one runs at the same time."""
+BUS_LAUNCHER = Path("/usr/libexec/at-spi-bus-launcher")
+CAPTURES: dict[str, list[str]] = {}
+"""The capture route of each first press, per tree and front end."""
 REFUSED: list[str] = []
 """Presses a guard refused (nothing inserted, nothing lost); reported, not timed."""
 DEBUG = '[logging]\nlevel = "DEBUG"\nfile = false\n'
@@ -145,6 +155,10 @@ class Starts:
         time.sleep(args.first_press_after)
         kind = "h" if headless else "t"
         press_ms = p1_press(x, daemon, target, ["Control_L", "Alt_L", "space"], f"f{kind}{tag}")
+        front = "headless" if headless else "tray"
+        CAPTURES.setdefault(f"{tree or 'this tree'}, {front}", []).append(
+            daemon.outcomes()[-1].capture
+        )
         if press_ms is not None:
             self.first[headless].append(press_ms)
         if BUILT.search(daemon.log()) or tree is None:
@@ -246,6 +260,32 @@ def line(name: str, values: list[float], goal: float | None = None) -> str:
     return f"{name}: p50 {p50:.1f} ms, p95 {p95:.1f} ms, n={len(values)}{note}"
 
 
+@contextlib.contextmanager
+def accessibility_bus(x: XSession) -> Iterator[None]:
+    """A session bus and the accessibility bus for everything started in ``x`` after."""
+    started = subprocess.run(
+        ["dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
+        env=x.env,
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=True,
+    )
+    address, pid = started.stdout.split()[:2]
+    x.env["DBUS_SESSION_BUS_ADDRESS"] = address
+    x.env.pop("NO_AT_BRIDGE", None)
+    x.env["QT_LINUX_ACCESSIBILITY_ALWAYS_ON"] = "1"
+    launcher = x.spawn([str(BUS_LAUNCHER), "--launch-immediately"], "a11y.log")
+    time.sleep(0.5)
+    try:
+        yield
+    finally:
+        os.killpg(launcher.pid, signal.SIGTERM)
+        launcher.wait(10)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGTERM)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
@@ -266,12 +306,19 @@ def main() -> None:
         type=Path,
         help="a directory holding another anyfill tree as DIR/anyfill, started interleaved",
     )
+    parser.add_argument(
+        "--atspi", action="store_true", help="with a session bus and the accessibility bus"
+    )
     args = parser.parse_args()
     if shutil.which("trayer") is None:
         raise SystemExit("needs trayer (a tray host): apt-get install trayer")
     responder = LlamaCpp(default=Reply(text="big ", chunks=["big "]))
     print(f"load average before: {os.getloadavg()[0]:.2f}")
-    with LoopbackServer.in_thread(responder) as server, XSession.start() as x:
+    with (
+        LoopbackServer.in_thread(responder) as server,
+        XSession.start() as x,
+        accessibility_bus(x) if args.atspi else contextlib.nullcontext(),
+    ):
         host = x.spawn(["trayer", "--edge", "top", "--align", "right"], "trayer.log")
         x.find_window("trayer")
         target = QtTarget(x)
@@ -297,6 +344,8 @@ def main() -> None:
                     f"ratio start -> tray ready, this tree / baseline (medians): "
                     f"{after / before:.2f}x"
                 )
+            for which, routes in CAPTURES.items():
+                print(f"first-press capture routes, {which}: {routes}")
             print(f"presses a guard refused (not timed): {len(REFUSED)}")
             for refused in REFUSED:
                 print(f"  {refused}")

@@ -367,6 +367,18 @@ class AppRule(Section):
     backends: list[str] | None = Field(
         None, description="Backends tried for this application instead of routing.default."
     )
+    context_title: bool | None = Field(
+        None, description="Send the application name and window title as context ([context])."
+    )
+    context_fields: bool | None = Field(
+        None, description="Send the window's other text fields as context ([context])."
+    )
+    context_accepted: bool | None = Field(
+        None, description="Send completions recently accepted in this app as context."
+    )
+    context_clipboard: bool | None = Field(
+        None, description="Send recent clipboard text as context (only with [context] clipboard)."
+    )
     suggest: bool | None = Field(
         None,
         description="Suggestions as you type in this application (unset: suggestions.auto).",
@@ -444,6 +456,69 @@ class CompletionConfig(Section):
     )
     max_prefix_chars: int = Field(4000, ge=1)
     max_suffix_chars: int = Field(1000, ge=0)
+
+
+class ContextConfig(Section):
+    """Context beyond the caret: chunks of related text sent with the prefix and suffix to
+    backends that take them (llama.cpp ``input_extra``, repository-level FIM templates, the
+    chat prompt). See docs/context.md."""
+
+    enabled: bool = Field(True, description="Send any context beyond the text at the caret.")
+    title: bool = Field(
+        True, description="The application name and window title (never for terminals)."
+    )
+    fields: bool = Field(True, description="The window's other text fields (AT-SPI).")
+    accepted: bool = Field(True, description="Completions recently accepted in the same app.")
+    clipboard: bool = Field(
+        False, description="Recent clipboard text. Off unless turned on: it may hold secrets."
+    )
+    max_chunks: int = Field(16, ge=1, le=64, description="Chunks kept (llama.vscode: 16).")
+    chunk_lines: int = Field(64, ge=1, le=1024, description="Lines per chunk at most.")
+    max_chars: int = Field(
+        4000,
+        ge=0,
+        description="Characters of context per request at most; the prefix and suffix keep "
+        "their own limits ([completion]) and never lose room to it.",
+    )
+    terminals: list[str] = Field(
+        default_factory=lambda: [
+            "xterm",
+            "uxterm",
+            "urxvt",
+            "gnome-terminal",
+            "konsole",
+            "alacritty",
+            "kitty",
+            "foot",
+            "wezterm",
+            "terminator",
+            "tilix",
+            "xfce4-terminal",
+            "lxterminal",
+            "st-256color",
+            "qterminal",
+            "ptyxis",
+        ],
+        description="Window classes or processes whose titles are not sent (they show "
+        "commands, paths and hosts).",
+    )
+    password_managers: list[str] = Field(
+        default_factory=lambda: [
+            "keepassxc",
+            "keepass",
+            "1password",
+            "bitwarden",
+            "enpass",
+            "lastpass",
+            "seahorse",
+            "kwalletmanager",
+            "gnome-keyring",
+            "pinentry",
+            "qtpass",
+            "proton pass",
+        ],
+        description="Window classes or processes that never get or give context.",
+    )
 
 
 PAUSE_MIN_MS = 100
@@ -674,6 +749,7 @@ class Settings(Section):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     models: ModelsConfig = Field(default_factory=ModelsConfig)
     privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
+    context: ContextConfig = Field(default_factory=ContextConfig)
 
     @field_validator("schema_version")
     @classmethod

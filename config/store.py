@@ -111,7 +111,7 @@ def atomic_write(path: Path, text: str) -> None:
         mode = None
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        if mode is not None:
+        if mode is not None and hasattr(os, "fchmod"):  # Windows (before 3.13) has none
             os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)

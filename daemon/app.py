@@ -24,7 +24,7 @@ from typing import Any
 from anyfill.config.model import CaptureConfig, CaptureStrategy, Settings
 from anyfill.config.store import default_config_path
 from anyfill.daemon.atspi.capture import AccessibilityCapture
-from anyfill.daemon.backends.keeper import Keeper
+from anyfill.daemon.backends.leases import Leases
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.bus.status import BackendsReady, Problem
 from anyfill.daemon.completion import Completer
@@ -50,7 +50,7 @@ from anyfill.daemon.waiting import first_set
 
 log = logging.getLogger("anyfill.app")
 
-CompleterFactory = Callable[[Settings, EventBus, Keeper], Any]
+CompleterFactory = Callable[[Settings, EventBus, Leases], Any]
 """Builds an async context manager that is (or yields) a Completer publishing on the bus."""
 
 
@@ -90,11 +90,11 @@ def capture_strategies(
         "clipboard": ClipboardCapture(desktop, capture),
     }
     accessibility = AccessibilityCapture(capture)
-    if accessibility.unavailable:
-        if "accessibility" in settings.capture.strategies:
-            log.info("accessibility capture is off: %s", accessibility.unavailable)
-    else:
-        strategies["accessibility"] = accessibility
+    if accessibility.unavailable and "accessibility" in settings.capture.strategies:
+        log.info("accessibility capture is off for now: %s", accessibility.unavailable)
+    # Kept even when AT-SPI is missing now: installed or switched on later, it is used
+    # from the next press on (a press meanwhile moves on to the next strategy at once).
+    strategies["accessibility"] = accessibility
     return strategies
 
 
@@ -110,7 +110,7 @@ def load_backend_stack() -> None:
 
 
 def default_completer(
-    settings: Settings, bus: EventBus | None = None, keeper: Keeper | None = None
+    settings: Settings, bus: EventBus | None = None, leases: Leases | None = None
 ) -> Any:
     from anyfill.daemon.engine.engine import Engine
     from anyfill.daemon.scheduler.attempt_log import log_attempts
@@ -118,7 +118,7 @@ def default_completer(
     if bus is None:  # metrics and cooldowns for the tray, MQTT; the daemon's bus logs already
         bus = EventBus()
         log_attempts(bus)
-    return Engine(settings, bus=bus, keeper=keeper)
+    return Engine(settings, bus=bus, leases=leases)
 
 
 def start_mqtt(

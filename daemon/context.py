@@ -48,6 +48,9 @@ class Context:
     filename: str = ""
     extra: tuple[tuple[str, str], ...] = field(default=())
     """Other files as (filename, text) pairs, for servers that take repository context."""
+    fields: tuple[tuple[str, str], ...] = field(default=())
+    """The window's other text fields as (label, text), as the capture read them; the
+    context sources turn what may be sent into ``extra`` and drop these."""
 
     @property
     def target(self) -> str:

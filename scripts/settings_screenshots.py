@@ -68,7 +68,7 @@ match = "(?i)(keepassxc?|1password|bitwarden)"
 disabled = true
 """
 
-PAGES = ("backends", "routing", "hotkeys", "capture", "apps", "privacy", "advanced")
+PAGES = ("backends", "routing", "hotkeys", "capture", "apps", "suggestions", "privacy", "advanced")
 
 
 def child(out: Path, config: Path, url: str) -> None:
@@ -114,6 +114,9 @@ def child(out: Path, config: Path, url: str) -> None:
             settle(100)
             if backends.result.text()[:1] in ("✓", "✗"):  # type: ignore[attr-defined]
                 break
+    titles = [page.title for page in window.pages]  # type: ignore[attr-defined]
+    if len(titles) != len(PAGES):
+        raise SystemExit(f"the panel has the pages {titles}; name each in PAGES")
     for index, name in enumerate(PAGES):
         window.nav.setCurrentRow(index)
         if name == "hotkeys":  # as if the user just recorded Ctrl+Alt+J for Complete

@@ -74,8 +74,9 @@ class TrayApp(QObject):
         self.windows = WindowHost(self.bridge, config_path)
         self.layer = LayerPresenter.connect_default() if on_wayland() else None
         self.popup = PreviewPopup(settings.ui.preview_font_size, presenter=self.layer)
-        # Ghost text is an X11 window at the caret; on Wayland the layer surface's popup.
-        self.ghost = GhostText() if self.layer is None else None
+        # Ghost text: an X11 window at the caret; on Wayland an image on the popup's layer
+        # surface (one preview at a time, so they share it).
+        self.ghost = GhostText(presenter=self.layer)
         self.downloads = ModelDownloads(self.bridge, self.notifier)
         self.tray = Tray(
             self.bridge, self.state, self.history, self.windows, self.quit, downloads=self.downloads
@@ -120,8 +121,7 @@ class TrayApp(QObject):
 
     def quit(self) -> None:
         self.popup.hide()
-        if self.ghost is not None:
-            self.ghost.hide()
+        self.ghost.hide()
         self.app.quit()
 
     # -- from the core ----------------------------------------------------------------
@@ -175,7 +175,7 @@ class TrayApp(QObject):
 
     def on_event(self, event: object) -> None:
         if isinstance(event, PreviewText):
-            if self.ghost is not None and event.preview_id == self.ghost.preview_id:
+            if event.preview_id == self.ghost.preview_id:
                 self.ghost.show_text(event)
                 log.debug("ghost %d: %d characters", event.preview_id, len(event.text))
                 return
@@ -187,9 +187,15 @@ class TrayApp(QObject):
                 " (final)" if event.final else "",
             )
             return
-        if isinstance(event, PreviewShown) and self.ghost is not None and self.ghost.fits(event):
+        if isinstance(event, PreviewShown) and self.ghost.fits(event):
             self.ghost.open_for(event)
-            log.debug("ghost %d opened at the caret %s", event.preview_id, event.caret)
+            log.debug(
+                "ghost %d opened at the caret %s, font %r %.1f pt",
+                event.preview_id,
+                event.caret,
+                event.font_family,
+                event.font_size,
+            )
         elif isinstance(event, PreviewShown):
             self.popup.open_for(event)
             if self.popup.at_fixed_place:
@@ -207,8 +213,7 @@ class TrayApp(QObject):
                 )
         elif isinstance(event, PreviewClosed):
             self.popup.close_for(event.preview_id)
-            if self.ghost is not None:
-                self.ghost.close_for(event.preview_id)
+            self.ghost.close_for(event.preview_id)
             log.debug("popup %d closed: %s", event.preview_id, event.reason)
         elif isinstance(event, PressFinished):
             self.tray.on_finished(event)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import html
+import logging
 from pathlib import Path
 
 from PySide6.QtCore import QRect, Qt
@@ -28,6 +29,7 @@ from anyfill.daemon.doctor.checks import Finding, diagnose
 from anyfill.daemon.doctor.report import EXIT_FAILURE, EXIT_OK, verdict_line
 from anyfill.ui.bridge import CoreBridge
 
+log = logging.getLogger("anyfill.ui.diagnostics")
 _worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="anyfill-doctor")
 _MARKS = {"ok": ("✓", "#15803d"), "warn": ("!", "#b45309"), "fail": ("✗", "#dc2626")}
 PREFERRED_SIZE = (900, 620)
@@ -50,7 +52,9 @@ def findings_html(findings: list[Finding]) -> str:
 def verdict_of(findings: list[Finding]) -> Finding:
     """The doctor's own verdict line for these findings (as `anyfill doctor` prints it)."""
     failed = any(finding.status == "fail" for finding in findings)
-    return verdict_line(findings, EXIT_FAILURE if failed else EXIT_OK)
+    verdict = verdict_line(findings, EXIT_FAILURE if failed else EXIT_OK)
+    # The window shows the verdict first, the lines it sums up under it.
+    return Finding(verdict.status, verdict.topic, verdict.detail.replace(" above", " below"))
 
 
 def fitted(available: QRect, preferred: tuple[int, int] = PREFERRED_SIZE) -> QRect:
@@ -116,6 +120,24 @@ class DiagnosticsWindow(QWidget):
             f'<b style="color:{colour}">{mark} {html.escape(verdict.detail, quote=False)}</b>'
         )
         self._report.setText(findings_html(findings))
+        self._fit_height()
+        # For a bug report (and the tests): the verdict and each line, never captured text.
+        log.info("diagnostics: %s", verdict.detail)
+        for finding in findings:
+            log.info("diagnostics: %s %s: %s", finding.status, finding.topic, finding.detail)
+
+    def _fit_height(self) -> None:
+        """As tall as the findings need, within the screen (they scroll beyond that)."""
+        room = fitted((self.screen() or QGuiApplication.primaryScreen()).availableGeometry())
+        layout = self.layout()
+        chrome = self.height() - self.scroll_area.viewport().height()
+        wanted = self._report.heightForWidth(self.scroll_area.viewport().width()) + chrome
+        if layout is not None:
+            wanted += layout.spacing()
+        height = max(min(wanted, room.height()), 240)
+        self.setGeometry(
+            room.left(), room.top() + (room.height() - height) // 2, room.width(), height
+        )
 
     def _failed(self, error: BaseException) -> None:
         self.verdict.setText(f"The checks could not run: {html.escape(str(error))}")

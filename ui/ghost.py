@@ -32,6 +32,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QWidget
 
 from anyfill.daemon.bus.status import PreviewShown, PreviewText
+from anyfill.ui.layer_surface import LayerPresenter
 
 log = logging.getLogger("anyfill.ui.ghost")
 
@@ -58,8 +59,12 @@ def app_font(family: str, points: float, caret_height: int) -> QFont:
 class GhostText(QWidget):
     """One suggestion at a time: :meth:`open_for`, :meth:`show_text`, :meth:`close_for`."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, parent: QWidget | None = None, presenter: LayerPresenter | None = None
+    ) -> None:
         super().__init__(parent)
+        self._presenter = presenter
+        """Wayland: the ghost is drawn into an image shown on the popup's layer surface."""
         self.setWindowFlags(
             Qt.WindowType.Tool
             | Qt.WindowType.FramelessWindowHint
@@ -100,6 +105,9 @@ class GhostText(QWidget):
         if not event.final or not event.text:
             return  # streamed pieces are not drawn: a ghost that grows is distracting
         self._layout()
+        if self._presenter is not None:
+            self._present()
+            return
         self.show()
         self.raise_()
 
@@ -107,6 +115,36 @@ class GhostText(QWidget):
         if preview_id == self.preview_id:
             self.preview_id = None
             self.hide()
+            if self._presenter is not None:
+                self._presenter.hide()
+
+    @property
+    def on_layer_surface(self) -> bool:
+        return self._presenter is not None
+
+    def _present(self) -> None:
+        """Wayland: the ghost as an image with a see-through background (the compositor
+        blends it) on the layer surface, at the caret of the output the core named."""
+        assert self._presenter is not None
+        shown = self._shown
+        assert shown is not None
+        image = QImage(self.size(), QImage.Format.Format_ARGB32_Premultiplied)
+        image.fill(Qt.GlobalColor.transparent)
+        painter = QPainter(image)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        self._paint(painter, inline_fill=False)
+        painter.end()
+        area = shown.screen
+        left, top, name = (area.x, area.y, area.name) if area is not None else (0, 0, "")
+        geometry = self.geometry()
+        self._presenter.present(image, geometry.x() - left, geometry.y() - top, name)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "ghost %d painted %d characters at %.6f on a layer surface",
+                shown.preview_id,
+                len(self.text),
+                time.monotonic(),
+            )
 
     # -- drawing ------------------------------------------------------------------------
 
@@ -139,11 +177,13 @@ class GhostText(QWidget):
         rest = max((metrics.horizontalAdvance(line) for line in self.lines[1:]), default=0)
         width = max(first + indent, rest, 1)
         height = metrics.lineSpacing() * len(self.lines)
-        # The caret rectangle is the line's height: centre the text's line in it.
-        top = caret.y + (caret.height - metrics.height()) // 2
+        # The caret rectangle spans the line down to its descent: the ghost's baseline
+        # sits where the application's does when both fonts descend alike.
+        top = caret.y + caret.height - metrics.height()
         self._indent = indent
         self.setGeometry(QRect(QPoint(caret.x - indent, top), QSize(width, height)))
-        self.setMask(self._glyph_mask(width, height))
+        if self._presenter is None:
+            self.setMask(self._glyph_mask(width, height))
 
     def _glyph_mask(self, width: int, height: int) -> QRegion:
         image = QImage(width, height, QImage.Format.Format_ARGB32_Premultiplied)
@@ -164,16 +204,21 @@ class GhostText(QWidget):
             x = pad + (self._indent if n == 0 and not self.capsule else 0)
             painter.drawText(QPoint(x, pad + metrics.ascent() + n * metrics.lineSpacing()), line)
 
-    def paintEvent(self, event: QPaintEvent) -> None:
-        painter = QPainter(self)
+    def _paint(self, painter: QPainter, *, inline_fill: bool) -> None:
         if self.capsule:
             painter.setRenderHint(QPainter.RenderHint.Antialiasing)
             painter.setPen(CAPSULE_EDGE)
             painter.setBrush(CAPSULE_BACK)
             painter.drawRoundedRect(self.rect().adjusted(0, 0, -1, -1), 6, 6)
-        else:
+        elif inline_fill:
+            # X11 without a compositor: the window is shaped to the glyphs, so whatever
+            # is under the shape is what shows; fill it with the ghost's colour.
             painter.fillRect(self.rect(), GHOST_COLOR)
         self._draw_lines(painter, GHOST_COLOR)
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        self._paint(painter, inline_fill=True)
         painter.end()
         if self.preview_id is not None and log.isEnabledFor(logging.DEBUG):
             # When the ghost became visible, on the clock every process shares (bench).

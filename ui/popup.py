@@ -63,6 +63,46 @@ def hint_line(keys: tuple[tuple[str, str], ...]) -> str:
     return "   ·   ".join(parts)
 
 
+def wrapped(
+    runs: list[tuple[str, str]], width: int, metrics: QFontMetrics
+) -> list[tuple[str, str]]:
+    """``runs`` (kind, text) with line breaks put in so that no line is wider than
+    ``width``: at the last space that fits, else between characters. Nothing is dropped."""
+    out: list[tuple[str, str]] = []
+    line_width = 0.0
+    last_space: tuple[int, int] | None = None  # (run in out, index in its text)
+    for kind, text in runs:
+        pieces: list[str] = []
+        for char in text:
+            if char == "\n":
+                pieces.append(char)
+                line_width, last_space = 0.0, None
+                continue
+            advance = metrics.horizontalAdvance(char)
+            if line_width + advance > width and line_width > 0:
+                if last_space is not None and last_space[0] == len(out):
+                    # the space is in this run: break after it
+                    cut = last_space[1] + 1
+                    pieces.insert(cut, "\n")
+                    line_width = sum(metrics.horizontalAdvance(c) for c in pieces[cut + 1 :])
+                elif last_space is not None:
+                    run, index = last_space
+                    kind_then, text_then = out[run]
+                    out[run] = (kind_then, text_then[: index + 1] + "\n" + text_then[index + 1 :])
+                    rest = text_then[index + 1 :] + "".join(t for _, t in out[run + 1 :])
+                    line_width = sum(metrics.horizontalAdvance(c) for c in rest + "".join(pieces))
+                else:
+                    pieces.append("\n")
+                    line_width = 0.0
+                last_space = None
+            pieces.append(char)
+            line_width += advance
+            if char == " ":
+                last_space = (len(out), len(pieces) - 1)
+        out.append((kind, "".join(pieces)))
+    return out
+
+
 class _Body(QLabel):
     """The completion's label; stamps each paint for the preview benchmark."""
 
@@ -125,7 +165,6 @@ class PreviewPopup(QFrame):
         for label in (self._header, self._body, self._hint):
             label.setTextFormat(Qt.TextFormat.RichText)
             label.setFocusPolicy(Qt.FocusPolicy.NoFocus)
-            label.setWordWrap(True)  # bounded by the screen: see _render
         self._body.setTextInteractionFlags(Qt.TextInteractionFlag.NoTextInteraction)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(10, 6, 10, 6)
@@ -231,23 +270,33 @@ class PreviewPopup(QFrame):
             lines = self.text.split("\n")
             if len(lines) > MAX_LINES:
                 lines = [*lines[:MAX_LINES], "…"]
-            middle = "\n".join(lines)
-            middle_html = f'<span style="background:{self._mark}">{html.escape(middle)}</span>'
+            runs = [("dim", before), ("mark", "\n".join(lines))]
             if not self.final:
-                middle_html += self._dimmed("▍")
+                runs.append(("dim", "▍"))
         else:
-            middle = "failed" if error else "no completion" if self.final else "thinking…"
-            middle_html = f'<i style="color:{self._dim}">{middle}</i>'
-        body = self._dimmed(before) + middle_html + self._dimmed(after)
-        self._body.setText(f'<pre style="margin:0; white-space:pre-wrap">{body}</pre>')
-        plain = f"{before}{middle}▍{after}"
-        natural = max(metrics.horizontalAdvance(line) for line in plain.split("\n")) + 4
-        self._body.setFixedWidth(min(natural, width))
-        self._body.setFixedHeight(self._body.heightForWidth(self._body.width()))
+            note = "failed" if error else "no completion" if self.final else "thinking…"
+            runs = [("dim", before), ("note", note)]
+        runs.append(("dim", after))
+        # Broken into lines here, with the font's own widths: the label then shows exactly
+        # these lines (a label that wraps by itself was given a height for other breaks,
+        # and its first line was cut off).
+        body = "".join(self._run_html(kind, text) for kind, text in wrapped(runs, width, metrics))
+        self._body.setText(f'<pre style="margin:0; white-space:pre">{body}</pre>')
         for label in (self._header, self._hint):
+            # One line while it fits; a long one (a backend's error) wraps within the width.
+            label.setWordWrap(False)
             label.setMaximumWidth(width)
+            if label.sizeHint().width() > width:
+                label.setWordWrap(True)
         self.adjustSize()
         self._place()
+
+    def _run_html(self, kind: str, text: str) -> str:
+        if kind == "mark":
+            return f'<span style="background:{self._mark}">{html.escape(text)}</span>'
+        if kind == "note":
+            return f'<i style="color:{self._dim}">{html.escape(text)}</i>'
+        return self._dimmed(text)
 
     def _text_width(self) -> int:
         """The widest the popup's text may be: a share of the screen, less the margins."""

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 from anyfill.config.model import CaptureConfig, CaptureStrategy
+from anyfill.daemon.atspi.fields import window_text_fields
 from anyfill.daemon.atspi.session import AtspiSession, NoAccessibility, shared_session
 from anyfill.daemon.atspi.text import Field, caret_rect, read_field, toolkit_of
 from anyfill.daemon.atspi.tree import focused_text
@@ -28,6 +30,8 @@ TIMEOUT_S = 0.3
 FIRST_TIMEOUT_S = 1.0
 """A process asked for the first time builds its accessibility tree (Qt does it lazily, and
 a busy machine is slow): one longer wait, then the short one once it has answered."""
+FIELDS_BUDGET_S = 0.15
+"""Time the walk for the window's other text fields may take (a context source)."""
 RETRY_ABSENT_S = 30.0
 """A process that exposed no text field is not asked again for this long (each miss
 costs round trips on every press)."""
@@ -47,33 +51,57 @@ class AccessibilityCapture:
         self._read_config = reader(config)
         self._session = session or shared_session()
         self.unavailable = self._session.unavailable
-        self._absent: dict[int, float] = {}
-        self._answered: set[int] = set()
+        # Per window, not per process: a new window of a running app builds its tree on
+        # the first query too (Mousepad's second window did not answer within the short wait).
+        self._absent: dict[tuple[int, int], float] = {}
+        self._answered: set[tuple[int, int]] = set()
 
     async def capture(self, target: Target, app: AppSettings) -> Captured:
         if target.pid is None:
             raise CaptureError("the window names no process")
-        if self._absent.get(target.pid, 0.0) > time.monotonic():
+        window = (target.pid, target.window_id)
+        if self._absent.get(window, 0.0) > time.monotonic():
             raise CaptureError("the application exposes no text over AT-SPI (checked recently)")
         pid = target.pid
+        began = time.monotonic()
         try:
-            field, box = await self._session.call(
+            field, box, node = await self._session.call(
                 lambda atspi: _read(atspi, pid),
-                TIMEOUT_S if pid in self._answered else FIRST_TIMEOUT_S,
+                TIMEOUT_S if window in self._answered else FIRST_TIMEOUT_S,
             )
         except TimeoutError as exc:
-            self._absent[pid] = time.monotonic() + RETRY_ABSENT_S
+            self._absent[window] = time.monotonic() + RETRY_ABSENT_S
             raise CaptureError("the application did not answer over AT-SPI") from exc
         except NoAccessibility as exc:
             raise CaptureError(str(exc)) from None
         except SecureField:
             raise
         except CaptureError:
-            self._absent[pid] = time.monotonic() + RETRY_ABSENT_S
+            self._absent[window] = time.monotonic() + RETRY_ABSENT_S
             raise
-        self._absent.pop(pid, None)
-        self._answered.add(pid)
-        return trimmed(field.prefix, field.suffix, target, "accessibility", self._config, caret=box)
+        log.debug("read over AT-SPI in %.1f ms", (time.monotonic() - began) * 1000)
+        self._absent.pop(window, None)
+        self._answered.add(window)
+        captured = trimmed(
+            field.prefix, field.suffix, target, "accessibility", self._config, caret=box
+        )
+        fields = await self._other_fields(node, field.toolkit) if app.read_fields else ()
+        if fields:  # the context sources decide what of them is sent
+            captured = replace(captured, context=replace(captured.context, fields=fields))
+        return captured
+
+    async def _other_fields(self, node: Any, toolkit: str) -> tuple[tuple[str, str], ...]:
+        """The window's other text fields, in a call of their own after the capture: its
+        walk stops at ``FIELDS_BUDGET_S`` on the session's thread, and a context source
+        never fails (or slows past that) the press it serves."""
+        try:
+            return await self._session.call(
+                lambda atspi: window_text_fields(atspi, node, toolkit, budget_s=FIELDS_BUDGET_S),
+                FIELDS_BUDGET_S + TIMEOUT_S,
+            )
+        except Exception as exc:  # noqa: BLE001 - a dead node raises GLib errors of any kind
+            log.info("the window's other fields were not read: %s", type(exc).__name__)
+            return ()
 
     async def read_back(self, target: Target, app: AppSettings) -> str | None:
         """The text before the caret now, read the same way (no keys, no clipboard)."""
@@ -86,14 +114,18 @@ class AccessibilityCapture:
             return None
         pid = target.pid
         try:
-            field, _ = await self._session.call(lambda atspi: _read(atspi, pid), TIMEOUT_S)
+            # The longer wait: the application is busy with the text just inserted, and a
+            # read that gives up reports "sent ... could not be read back" for text that
+            # landed.
+            field, _, _ = await self._session.call(lambda atspi: _read(atspi, pid), FIRST_TIMEOUT_S)
         except (TimeoutError, CaptureError, NoAccessibility) as exc:
             log.info("reading the text back over AT-SPI failed: %s", exc or "no answer")
             return None
         return field.prefix, field.suffix
 
 
-def _read(atspi: Any, pid: int) -> tuple[Field, CaretRect | None]:
+def _read(atspi: Any, pid: int) -> tuple[Field, CaretRect | None, Any]:
+    """The focused field, its caret box and its node."""
     found = focused_text(atspi, pid)
     if found is None:
         raise CaptureError("the application exposes no focused text field over AT-SPI")
@@ -103,4 +135,4 @@ def _read(atspi: Any, pid: int) -> tuple[Field, CaretRect | None]:
     field = read_field(atspi, node, toolkit_of(app))
     if field.caret < 0:
         raise CaptureError("the text field reports no caret")
-    return field, caret_rect(atspi, node, field)
+    return field, caret_rect(atspi, node, field), node

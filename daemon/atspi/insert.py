@@ -65,6 +65,11 @@ class AtspiInserter:
                 "the application did not answer the AT-SPI insertion in time; "
                 "check the document (the completion was kept)"
             ) from None
+        if landed == "absent":
+            # No accessible text field (accessibility off in that process): asked again at
+            # the next press, so an application restarted with it on is used at once.
+            log.info("AT-SPI insertion not possible in %s (absent); falling back", app)
+            return False
         if landed != "inserted":
             log.info("AT-SPI insertion not possible in %s (%s); falling back", app, landed)
             self._refused[app] = time.monotonic() + RETRY_S

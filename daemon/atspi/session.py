@@ -29,9 +29,10 @@ log = logging.getLogger("anyfill.atspi")
 
 T = TypeVar("T")
 
-RETRY_BUS_S = 30.0
-"""A missing accessibility bus is looked for again after this long (each look costs a
-D-Bus round trip on every press)."""
+RETRY_BUS_S = 3.0
+"""A missing accessibility bus (or PyGObject) is looked for again after this long: each
+look is one D-Bus round trip (one import), and accessibility switched on while anyfill
+runs is then used from the next press on, without a restart."""
 MAX_DISPATCH = 200
 """Messages dispatched before a call at most, so a flood cannot hold the press."""
 
@@ -62,19 +63,27 @@ class AtspiSession:
         self._context: Any = None
         self._no_bus = ""
         self._bus_retry_at = 0.0
+        self._load_retry_at = time.monotonic() + RETRY_BUS_S
+
+    def _loaded(self) -> bool:
+        """Whether libatspi can be called; PyGObject installed since the start is found."""
+        if self.atspi is None and time.monotonic() >= self._load_retry_at:
+            self._load_retry_at = time.monotonic() + RETRY_BUS_S
+            self.atspi, self.unavailable = load_atspi()
+        return self.atspi is not None
 
     async def call(self, work: Callable[[Any], T], within: float) -> T:
         """``work(Atspi)`` on the AT-SPI thread. :class:`TimeoutError` after ``within``
         seconds (the work still runs to its end: later calls queue behind it);
         :class:`NoAccessibility` when there is no AT-SPI to call."""
-        if self.atspi is None:
+        if not self._loaded():
             raise NoAccessibility(self.unavailable)
         loop = asyncio.get_running_loop()
         return await asyncio.wait_for(loop.run_in_executor(self._thread, self._run, work), within)
 
     def call_blocking(self, work: Callable[[Any], T], within: float) -> T:
         """:meth:`call` for a caller that is not a coroutine; it waits for the thread."""
-        if self.atspi is None:
+        if not self._loaded():
             raise NoAccessibility(self.unavailable)
         return self._thread.submit(self._run, work).result(within)
 

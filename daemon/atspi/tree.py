@@ -20,12 +20,56 @@ def applications(atspi: Any, pid: int | None = None) -> Iterator[Any]:
 
 
 def focused_text(atspi: Any, pid: int) -> tuple[Any, Any] | None:
-    """The focused node with a Text interface in process ``pid``, and its application."""
+    """The focused node with a Text interface in process ``pid``, and its application.
+
+    Asked of the application in one call where it has the Collection interface (GTK: a
+    few ms, where walking Mousepad's tree with two windows took ~250 nodes and 100 ms
+    of round trips, past the capture's wait under load); else walked, the active window
+    first."""
     for app in applications(atspi, pid):
-        node = find(app, lambda n: _is_focused_text(atspi, n))
+        node = _collected_focus(atspi, app)
+        if node is None:
+            node = next(
+                (
+                    found
+                    for root in _windows_active_first(atspi, app)
+                    if (found := find(root, lambda n: _is_focused_text(atspi, n))) is not None
+                ),
+                None,
+            )
         if node is not None:
             return node, app
     return None
+
+
+def _collected_focus(atspi: Any, app: Any) -> Any:
+    if "Collection" not in app.get_interfaces():
+        return None
+    rule = atspi.MatchRule.new(
+        atspi.StateSet.new([atspi.StateType.FOCUSED]),
+        atspi.CollectionMatchType.ALL,
+        {},
+        atspi.CollectionMatchType.NONE,
+        [],
+        atspi.CollectionMatchType.NONE,
+        [],
+        atspi.CollectionMatchType.NONE,
+        False,
+    )
+    try:
+        matches = atspi.Collection.get_matches(
+            app, rule, atspi.CollectionSortOrder.CANONICAL, 8, True
+        )
+    except Exception:  # noqa: BLE001 - a GLib.Error: the app does not answer it; walk instead
+        return None
+    return next((node for node in matches or [] if "Text" in node.get_interfaces()), None)
+
+
+def _windows_active_first(atspi: Any, app: Any) -> list[Any]:
+    windows = [app.get_child_at_index(i) for i in range(app.get_child_count())]
+    present = [w for w in windows if w is not None]
+    active = [w for w in present if w.get_state_set().contains(atspi.StateType.ACTIVE)]
+    return active + [w for w in present if w not in active]
 
 
 @dataclass(frozen=True)

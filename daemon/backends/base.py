@@ -25,7 +25,7 @@ from anyfill.daemon.completion import FimPrompt, Plan, PromptMode, Usage
 if TYPE_CHECKING:
     from typing import Self
 
-    from anyfill.daemon.backends.keeper import Keeper
+    from anyfill.daemon.backends.leases import Leases
     from anyfill.daemon.bus import EventBus
 
 __all__ = [
@@ -88,9 +88,9 @@ class BackendContext:
 
     bus: EventBus | None = None
     models: ModelsConfig | None = None
-    keeper: Keeper | None = None
+    leases: Leases | None = None
     """Where a backend leases what it runs (a managed server), so an engine rebuilt for
-    other settings keeps it running (:mod:`anyfill.daemon.backends.keeper`)."""
+    other settings keeps it running (:mod:`anyfill.daemon.backends.leases`)."""
 
 
 class Backend(abc.ABC):

@@ -11,7 +11,12 @@ __all__ = ["chat_plan", "chat_prompt"]
 
 def chat_prompt(prompt: FimPrompt) -> ChatPrompt:
     return build_chat_prompt(
-        prompt.prefix, prompt.suffix, language=prompt.language, single_line=prompt.single_line
+        prompt.prefix,
+        prompt.suffix,
+        language=prompt.language,
+        single_line=prompt.single_line,
+        extra=prompt.extra,
+        filename=prompt.filename,
     )
 
 

@@ -18,7 +18,7 @@ import httpx
 from anyfill.config.model import BACKEND_TYPES, BackendConfig, ModelsConfig
 from anyfill.config.secrets import refuse_clear_text
 from anyfill.daemon.backends.base import Backend, BackendContext
-from anyfill.daemon.backends.keeper import Keeper
+from anyfill.daemon.backends.leases import Leases
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.errors import ConfigError
 
@@ -80,7 +80,7 @@ def create_backend(
     *,
     bus: EventBus | None = None,
     models: ModelsConfig | None = None,
-    keeper: Keeper | None = None,
+    leases: Leases | None = None,
 ) -> Backend:
     """The backend for ``config``; a managed one publishes its server's state on ``bus``
     and finds its model with ``models``.
@@ -90,5 +90,5 @@ def create_backend(
     if api_key:
         refuse_clear_text(config)
     return backend_class(config.type).create(
-        config, client, api_key, BackendContext(bus=bus, models=models, keeper=keeper)
+        config, client, api_key, BackendContext(bus=bus, models=models, leases=leases)
     )

@@ -56,7 +56,7 @@ def status_text(status: dict[str, Any]) -> str:
     for server in status.get("managed") or []:
         lines.append(f"managed:  {managed_line(server)}")
     for name, value in (status.get("sections") or {}).items():
-        lines.append(f"{name + ':':<9} {section_text(name, value)}")
+        lines.append(f"{name}: {section_text(name, value)}")
     return "\n".join(lines)
 
 

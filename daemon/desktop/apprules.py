@@ -28,6 +28,8 @@ class AppSettings:
     """The backend chain for this app; empty: ``routing.default``."""
     rule: str
     """The pattern of the rule that matched ('' when none did), for logs and messages."""
+    read_fields: bool = False
+    """Whether the capture also reads the window's other text fields (context source)."""
     suggest: bool | None = None
     """Suggestions as you type here: the rule's ``suggest``; None: ``suggestions.auto``."""
 

@@ -29,6 +29,12 @@ from anyfill.daemon.desktop.capture.base import (
     Strategy,
     capture,
 )
+from anyfill.daemon.desktop.context_sources import (
+    PASSWORD_HINT,
+    ContextMemory,
+    resolve_sources,
+    with_context,
+)
 from anyfill.daemon.desktop.hotkeys import Action
 from anyfill.daemon.desktop.inject.focus import ensure_focus
 from anyfill.daemon.desktop.inject.inserter import Inserter
@@ -92,6 +98,9 @@ class Pipeline:
         # capture timings and paste read counts they learned.
         self._strategies = strategies
         self._inserter = Inserter(desktop, lambda: self._settings.insert)
+        self.context_memory = ContextMemory(lambda: self._settings.context)
+        """Accepted completions and clipboard texts, the context sources that outlive a
+        press (in memory only)."""
         self._current: asyncio.Task[Outcome] | None = None
         self._suggestion: asyncio.Task[Outcome] | None = None
         """The current task when it is a suggestion as you type (typing cancels only it)."""
@@ -291,6 +300,10 @@ class Pipeline:
             )
         if desktop.windows.is_password_field(target):
             return Outcome(action, "skipped", "the caret is in a password field", target.app)
+        sources = resolve_sources(target, settings)
+        app = replace(app, read_fields=sources.fields)
+        if sources.clipboard:
+            await self._remember_clipboard()
         previewing = self._preview is not None and "preview" in (action, app.mode)
         if previewing:
             app = replace(app, mode="paste" if app.mode == "preview" else app.mode)
@@ -305,13 +318,16 @@ class Pipeline:
                 theirs = captured.context.method != "keyboard" and (
                     desktop.clipboard.owned_by_program_of("primary", target.window_id)
                 )
-                request = CompletionRequest(context=captured.context, backends=app.backends)
+                context = with_context(captured.context, target, sources, self.context_memory)
+                request = CompletionRequest(context=context, backends=app.backends)
                 self._request_id = request.id
                 log.debug(
-                    "request %s: prefix %s, suffix %s",
+                    "request %s: prefix %s, suffix %s, context %d chunks %s",
                     request.id,
                     Private(captured.context.prefix),
                     Private(captured.context.suffix),
+                    len(context.extra),
+                    Private(repr(context.extra)),
                 )
                 if previewing and self._preview is not None:
                     shown = await self._preview.run(request, target, self._completer)
@@ -339,6 +355,10 @@ class Pipeline:
                 strategies=strategies,
                 verify=settings.insert.verify,
             )
+            if sources.accepted and outcome.status == "inserted" and outcome.middle:
+                self.context_memory.remember_accepted(
+                    target, captured.context.prefix, outcome.middle
+                )
             return replace(outcome, capture=captured.context.method, backend=completion.backend)
         finally:
             if captured is not None and captured.late is not None:
@@ -441,6 +461,17 @@ class Pipeline:
         if now.endswith(captured.whole_prefix[-VERIFY_CHARS:]):
             return "failed", UNCHANGED
         return "failed", "the text before the caret is not what the insertion should have made"
+
+    async def _remember_clipboard(self) -> None:
+        """Keep the clipboard's text as context, unless a password manager marked it
+        secret. (Between presses it is the user's: a paste restores it right after.)"""
+        try:
+            snapshot = await self._desktop.clipboard.snapshot("clipboard")
+        except AnyfillError as exc:
+            log.info("clipboard context not read: %s", exc)
+            return
+        if PASSWORD_HINT not in snapshot.items:
+            self.context_memory.remember_clipboard(snapshot.text())
 
     async def _deliver_to_clipboard(self, captured: Captured, middle: str) -> None:
         """Clipboard mode: the completed text replaces what the user copied."""

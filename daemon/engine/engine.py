@@ -23,7 +23,7 @@ from anyfill.config.secrets import resolve_api_key
 from anyfill.daemon.backends.base import Backend, FimPrompt, Plan, Usage
 from anyfill.daemon.backends.common import closing_stream
 from anyfill.daemon.backends.http import make_client
-from anyfill.daemon.backends.keeper import Keeper
+from anyfill.daemon.backends.leases import Leases
 from anyfill.daemon.backends.registry import create_backend
 from anyfill.daemon.bus import EventBus, RequestEnded, RequestStarted
 from anyfill.daemon.completion import (
@@ -99,11 +99,11 @@ class Engine:
         backends: Mapping[str, Backend] | None = None,
         environ: Mapping[str, str] | None = None,
         bus: EventBus | None = None,
-        keeper: Keeper | None = None,
+        leases: Leases | None = None,
     ) -> None:
         self.settings = settings
         self.bus = bus
-        self.keeper = keeper
+        self.leases = leases
         """Shared with the engines before and after this one: a managed server whose
         settings did not change keeps running across them."""
         """Where the default scheduler publishes its metrics and cooldowns (tray, MQTT)."""
@@ -160,7 +160,7 @@ class Engine:
             client = make_client(config)
             self._clients.append(client)
             self.backends[config.name] = create_backend(
-                config, client, key, bus=self.bus, models=self.settings.models, keeper=self.keeper
+                config, client, key, bus=self.bus, models=self.settings.models, leases=self.leases
             )
 
     async def __aexit__(

@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import Any
 
 from anyfill.config.model import Settings
-from anyfill.daemon.backends.keeper import Keeper
+from anyfill.daemon.backends.leases import Leases
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.completion import Completer, Completion, CompletionRequest, OnChunk
 
@@ -33,8 +33,8 @@ class _Slot:
     closed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-CompleterFactory = Callable[[Settings, EventBus, Keeper], Any]
-"""Builds an engine for the settings; what its backends run is leased from the keeper."""
+CompleterFactory = Callable[[Settings, EventBus, Leases], Any]
+"""Builds an engine for the settings; what its backends run is leased from the leases."""
 
 
 class SwappableCompleter:
@@ -43,7 +43,7 @@ class SwappableCompleter:
     def __init__(self, factory: CompleterFactory, bus: EventBus) -> None:
         self._factory = factory
         self._bus = bus
-        self.keeper = Keeper()
+        self.leases = Leases()
         """Shared by every engine this completer builds: an unchanged managed server is not
         restarted by a change of other settings."""
         self._current: _Slot | None = None
@@ -80,7 +80,7 @@ class SwappableCompleter:
             await asyncio.shield(starting)
 
     async def _enter(self, settings: Settings) -> _Slot:
-        manager = self._factory(settings, self._bus, self.keeper)
+        manager = self._factory(settings, self._bus, self.leases)
         entered = await manager.__aenter__()
         return _Slot(entered if entered is not None else manager, manager)
 

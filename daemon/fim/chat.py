@@ -12,6 +12,7 @@ The prompt goes out on every hotkey press, so it stays short: two tiny examples,
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from anyfill.daemon.fim.textfix import (
@@ -58,6 +59,11 @@ Examples:
 {ANSWER_OPEN}Paris{ANSWER_CLOSE}"""
 
 _SINGLE_LINE = "\n- The answer must fit on the current line: no line breaks."
+_CONTEXT_RULE = (
+    "\n- Text between <context> tags before the document is related text (other fields of "
+    "the window, earlier text of the user): use it to understand the document, never copy "
+    "it unless it belongs in the hole."
+)
 
 
 @dataclass(frozen=True)
@@ -71,19 +77,38 @@ class ChatPrompt:
 
 
 def build_chat_prompt(
-    prefix: str, suffix: str, *, language: str = "", single_line: bool = False
+    prefix: str,
+    suffix: str,
+    *,
+    language: str = "",
+    single_line: bool = False,
+    extra: Sequence[tuple[str, str]] = (),
+    filename: str = "",
 ) -> ChatPrompt:
-    """The chat request that asks for the text between ``prefix`` and ``suffix``."""
-    marker = _free_marker(prefix + suffix)
+    """The chat request that asks for the text between ``prefix`` and ``suffix``.
+
+    ``extra`` (name, text) chunks go before the document as ``<context name="...">`` blocks,
+    ``filename`` as the document's name: chat models have no field of their own for them.
+    """
+    marker = _free_marker(prefix + suffix + "".join(text for _, text in extra))
     system = _SYSTEM
-    if single_line:
-        system = system.replace("\nExamples:", f"{_SINGLE_LINE}\nExamples:", 1)
+    rules = (_SINGLE_LINE if single_line else "") + (_CONTEXT_RULE if extra else "")
+    if rules:
+        system = system.replace("\nExamples:", f"{rules}\nExamples:", 1)
     if language:
         system += f"\nThe document is {language}."
     if marker != HOLE:
         system = system.replace(HOLE, marker)
-    user = f"<document>{prefix}{marker}{suffix}</document>"
+    blocks = "".join(
+        f'<context name="{_attribute(name)}">{text}</context>\n' for name, text in extra
+    )
+    named = f' name="{_attribute(filename)}"' if filename else ""
+    user = f"{blocks}<document{named}>{prefix}{marker}{suffix}</document>"
     return ChatPrompt(system=system, user=user, marker=marker)
+
+
+def _attribute(text: str) -> str:
+    return text.replace("&", "&amp;").replace('"', "&quot;").replace("\n", " ")
 
 
 def _free_marker(document: str) -> str:

@@ -17,7 +17,7 @@ import httpx
 from anyfill.config.model import BackendConfig, ModelsConfig
 from anyfill.daemon.backends.base import BackendContext, BatchResult, FimPrompt, StreamObserver
 from anyfill.daemon.backends.common import closing_stream
-from anyfill.daemon.backends.keeper import Keeper
+from anyfill.daemon.backends.leases import Leases
 from anyfill.daemon.backends.llamacpp import LlamaCppBackend
 from anyfill.daemon.bus import EventBus
 from anyfill.daemon.errors import ConfigError
@@ -58,7 +58,7 @@ class ManagedLlamaCppBackend(LlamaCppBackend):
         *,
         bus: EventBus | None = None,
         models: ModelsConfig | None = None,
-        keeper: Keeper | None = None,
+        leases: Leases | None = None,
         **supervisor_options: Any,
     ) -> None:
         super().__init__(config, client, api_key)
@@ -66,12 +66,12 @@ class ManagedLlamaCppBackend(LlamaCppBackend):
         def make() -> LlamaServerSupervisor:
             return LlamaServerSupervisor(config, models, bus=bus, **supervisor_options)
 
-        self._keeper = keeper
+        self._leases = leases
         self._lease = server_key(config, models)
-        if keeper is None:
+        if leases is None:
             self.supervisor = make()
         else:  # the server an engine before this one runs, when nothing of it changed
-            self.supervisor = keeper.lease(self._lease, make, LlamaServerSupervisor.aclose)
+            self.supervisor = leases.lease(self._lease, make, LlamaServerSupervisor.aclose)
         self.api_key = self.supervisor.api_key  # sent as a Bearer token by the llamacpp code
 
     @classmethod
@@ -84,7 +84,7 @@ class ManagedLlamaCppBackend(LlamaCppBackend):
     ) -> Self:
         context = context or BackendContext()
         return cls(
-            config, client, api_key, bus=context.bus, models=context.models, keeper=context.keeper
+            config, client, api_key, bus=context.bus, models=context.models, leases=context.leases
         )
 
     def url(self, path: str) -> str:
@@ -137,7 +137,7 @@ class ManagedLlamaCppBackend(LlamaCppBackend):
         return path
 
     async def aclose(self) -> None:
-        if self._keeper is None:
+        if self._leases is None:
             await self.supervisor.aclose()
         else:  # stopped once no engine holds it any more
-            await self._keeper.release(self._lease)
+            await self._leases.release(self._lease)

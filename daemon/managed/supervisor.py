@@ -39,6 +39,7 @@ from anyfill.daemon.errors import (
 from anyfill.daemon.log import log_dir, register_secret
 from anyfill.daemon.managed.binary import FoundBinary
 from anyfill.daemon.managed.events import ManagedServerChanged, ServerState
+from anyfill.daemon.managed.ownership import port_owner
 from anyfill.daemon.managed.process import Tie, spawn_tied
 from anyfill.daemon.managed.runtime import NoRuntime, find_runtime
 from anyfill.daemon.models.store import LocalModel, resolve_model
@@ -97,9 +98,11 @@ def free_port() -> int:
 
 
 class StartFailed(Exception):
-    def __init__(self, message: str, *, bind: bool = False) -> None:
+    def __init__(self, message: str, *, bind: bool = False, foreign: str = "") -> None:
         super().__init__(message)
         self.bind = bind
+        self.foreign = foreign
+        """Who holds the port when it is not our child (:meth:`PortOwner.describe`)."""
 
 
 class LlamaServerSupervisor:
@@ -185,7 +188,11 @@ class LlamaServerSupervisor:
         deadline = time.monotonic() + wait_s
         while True:
             if self.state == "ready":
-                return self.url
+                if self.still_ours():
+                    return self.url
+                self._set("starting", "the port is no longer llama-server's; starting it again")
+                await self._stop_process()  # the watch loop starts a new one
+                continue
             if self.error is not None and self.state != "starting":
                 raise self.error
             changed = self._changed
@@ -415,11 +422,21 @@ class LlamaServerSupervisor:
                 if not exc.bind:
                     raise
                 if fixed:
+                    who = f" ({exc.foreign}; anyfill sent it nothing)" if exc.foreign else ""
                     raise StartFailed(
-                        f"port {port} (backends.{self.name}.url) is taken by another program; "
-                        "free it, or remove the url to let anyfill pick a free port"
+                        f"port {port} (backends.{self.name}.url) is taken by another "
+                        f"program{who}; free it, or remove the url to let anyfill pick a "
+                        "free port"
                     ) from exc
-                log.info("port %d was taken before llama-server bound it; trying another", port)
+                if exc.foreign:
+                    log.warning(
+                        "port %d: %s before llama-server bound it; anyfill sent it nothing "
+                        "and tries another port",
+                        port,
+                        exc.foreign,
+                    )
+                else:
+                    log.info("port %d was taken before llama-server bound it; trying another", port)
                 if attempt == BIND_RETRIES - 1:
                     raise
 
@@ -452,8 +469,18 @@ class LlamaServerSupervisor:
         deadline = time.monotonic() + self.config.server.start_timeout_s
         health = f"{self.url}/health"
         headers = {"Authorization": f"Bearer {self.api_key}"}
+        port = httpx.URL(self.url).port or 0
         async with httpx.AsyncClient(timeout=2.0, trust_env=False, headers=headers) as client:
             while True:
+                # Nothing (not the key, not /health) goes to a listener anyfill's child
+                # does not hold: another user may have bound the port first.
+                owner = port_owner(port, self.process.pid)
+                if owner.verdict == "other":
+                    raise StartFailed(
+                        f"port {port} is not llama-server's: {owner.describe()}",
+                        bind=True,
+                        foreign=owner.describe(),
+                    )
                 if self.process.returncode is not None:
                     tail = self._log_since(log_offset)
                     bind = "bind" in tail.lower() or "address already in use" in tail.lower()
@@ -463,10 +490,11 @@ class LlamaServerSupervisor:
                         f"loading {model.path.name}: {last[0]}",
                         bind=bind,
                     )
-                with contextlib.suppress(httpx.HTTPError):
-                    answer = await client.get(health)
-                    if answer.status_code == 200 and await self._is_ours(client, model):
-                        return
+                if owner.verdict != "nobody":  # 'nobody': not bound yet, ask nothing
+                    with contextlib.suppress(httpx.HTTPError):
+                        answer = await client.get(health)
+                        if answer.status_code == 200 and await self._is_ours(client, model):
+                            return
                 if time.monotonic() > deadline:
                     raise StartFailed(
                         f"llama-server did not load {model.path.name} within "
@@ -475,14 +503,28 @@ class LlamaServerSupervisor:
                 await asyncio.sleep(HEALTH_POLL_S)
 
     async def _is_ours(self, client: httpx.AsyncClient, model: LocalModel) -> bool:
-        """Another server may answer on a port that was free a moment ago: check the model."""
+        """A second check after the socket's (the only one where there is no /proc):
+        llama-server and the prebuilt runtime answer ``/props`` with the model they loaded;
+        anything else (401: another key, 404: not llama.cpp) is not the server we started."""
         answer = await client.get(f"{self.url}/props")
-        if answer.status_code == 401:
-            return False  # a server with another key
         if answer.status_code != 200:
-            return True  # a build without /props: the process check has to do
-        path = str(answer.json().get("model_path") or "")
+            return False
+        try:
+            props = answer.json()
+        except ValueError:
+            return False
+        path = str(props.get("model_path") or "") if isinstance(props, dict) else ""
         return not path or Path(path).name == model.path.name
+
+    def still_ours(self) -> bool:
+        """The ready server's port is still held by our child (it may have died and the
+        port been taken since): checked before each request, so no key or text follows a
+        port to another program."""
+        process = self.process
+        if process is None or process.returncode is not None or not self.url:
+            return False
+        owner = port_owner(httpx.URL(self.url).port or 0, process.pid)
+        return owner.verdict in ("ours", "unknown")
 
     def _log_since(self, offset: int) -> str:
         try:
@@ -506,6 +548,15 @@ class LlamaServerSupervisor:
                 timeout=self.health_timeout_s, trust_env=False, headers=headers
             ) as client:
                 while not await self._exited(waiting):
+                    if not self.still_ours():  # ask no one else on its port
+                        if process.returncode is None:
+                            log.warning(
+                                "managed llama-server '%s' no longer holds its port: killing it",
+                                self.name,
+                            )
+                            with contextlib.suppress(ProcessLookupError):
+                                process.kill()
+                        break
                     try:
                         await client.get(f"{self.url}/health")
                         misses = 0  # any answer: it is not hung (busy is fine)

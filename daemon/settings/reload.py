@@ -2,9 +2,10 @@
 
 - :class:`ConfigWatcher` notices a new version of the file (the panel's atomic rename and a
   text editor's save alike) by polling its identity; a stat every few hundred milliseconds
-  costs nothing and needs no platform notification API. A version is read only once it held
-  still for ``settle_s`` (a save that truncates and then writes is one change, not an empty
-  file and then a cut one), and it is read and parsed off the event loop within the CLI's
+  costs nothing and needs no platform notification API. A file renamed into place (a new
+  inode) is read at once; one written in place only once it held still for ``settle_s`` (a
+  save that truncates and then writes is one change, not an empty file and then a cut one),
+  and it is read and parsed off the event loop within the CLI's
   bounds (:func:`~anyfill.config.store.read_config_text`: a regular file of at most 1 MiB), so
   a FIFO, ``/dev/zero`` or a 100 MB file costs an error line, never the hotkeys or SIGTERM.
 - The engine changes through :class:`~anyfill.daemon.engine.swappable.SwappableCompleter`.
@@ -128,8 +129,12 @@ class ConfigWatcher:
             current = file_id(self.path)
             if current == self._seen:
                 continue
+            # A new inode is a file renamed into place (the panel, most editors): complete
+            # when it appears. The same inode written again may be half-written yet.
+            renamed = current is not None and (self._seen is None or current[0] != self._seen[0])
+            settle = self._poll_s if renamed else self._settle_s
             since = loop.time()
-            while loop.time() - since < self._settle_s:
+            while loop.time() - since < settle:
                 await asyncio.sleep(self._poll_s)
                 later = file_id(self.path)
                 if later != current:  # still being written: wait from this step on

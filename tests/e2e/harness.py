@@ -154,7 +154,9 @@ class XSession:
 
         def search() -> int:
             out = self.run("xdotool", "search", "--onlyvisible", "--class", wm_class, check=False)
-            return int(out.split()[0]) if out.split() else 0
+            # stderr is merged: an X error about a window going away may come first
+            ids = [word for word in out.split() if word.isdigit()]
+            return int(ids[0]) if ids else 0
 
         return wait_until(search, within, f"a {wm_class} window")
 
@@ -192,11 +194,16 @@ class QtTarget:
     """Our PySide6 target process and its JSON control socket."""
 
     def __init__(
-        self, session: XSession, name: str = "anyfill-target", *, password: bool = False
+        self,
+        session: XSession,
+        name: str = "anyfill-target",
+        *,
+        password: bool = False,
+        fields: bool = False,
     ) -> None:
         self.session = session
         self.path = str(session.workdir / f"{name}.sock")
-        flags = ["--password"] if password else []
+        flags = (["--password"] if password else []) + (["--fields"] if fields else [])
         self.process = session.spawn(
             [sys.executable, "-m", "tests.e2e.target_app", self.path, name, *flags],
             f"{name}.log",

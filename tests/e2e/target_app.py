@@ -23,7 +23,7 @@ from typing import Any
 from PySide6.QtCore import QEvent, QMimeData, QObject, Qt
 from PySide6.QtGui import QClipboard, QGuiApplication
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
-from PySide6.QtWidgets import QApplication, QLineEdit, QPlainTextEdit
+from PySide6.QtWidgets import QApplication, QLineEdit, QPlainTextEdit, QVBoxLayout, QWidget
 
 
 class KeyLog(QObject):
@@ -85,16 +85,32 @@ class PasswordField(QLineEdit):
 
 
 class Target:
-    def __init__(self, socket_path: str, app: QApplication, password: bool = False) -> None:
+    def __init__(
+        self, socket_path: str, app: QApplication, password: bool = False, fields: bool = False
+    ) -> None:
         self.app = app
         self.keys = KeyLog()
         self.editor: Any = PasswordField() if password else QPlainTextEdit()
         self.editor.installEventFilter(self.keys)
         self.changed_at = 0.0
         self.editor.textChanged.connect(self._on_change)
-        self.editor.setWindowTitle("anyfill e2e target")
-        self.editor.resize(600, 300)
-        self.editor.show()
+        # --fields: the editor in a form with a subject line and a PIN (password) line, the
+        # other text fields of the window that the context sources read.
+        self.window: Any = self.editor
+        if fields:
+            self.window = QWidget()
+            layout = QVBoxLayout(self.window)
+            subject = QLineEdit("Launch plan for Friday")
+            subject.setAccessibleName("Subject")
+            pin = QLineEdit("hunter2")
+            pin.setEchoMode(QLineEdit.EchoMode.Password)
+            pin.setAccessibleName("PIN")
+            for widget in (subject, pin, self.editor):
+                layout.addWidget(widget)
+        self.window.setWindowTitle("anyfill e2e target")
+        self.window.resize(600, 300)
+        self.window.show()
+        self.editor.setFocus()
         self.server = QLocalServer()
         QLocalServer.removeServer(socket_path)
         if not self.server.listen(socket_path):
@@ -110,7 +126,7 @@ class Target:
             conn = self.server.nextPendingConnection()
             self._buffers[conn] = b""
             conn.readyRead.connect(lambda c=conn: self._read(c))
-            self._send(conn, {"wid": int(self.editor.winId())})
+            self._send(conn, {"wid": int(self.window.winId())})
 
     def _read(self, conn: QLocalSocket) -> None:
         self._buffers[conn] += bytes(conn.readAll().data())
@@ -166,7 +182,9 @@ def main() -> None:
     app = QApplication([sys.argv[0]])
     names = [arg for arg in sys.argv[2:] if not arg.startswith("--")]
     app.setApplicationName(names[0] if names else "anyfill-target")
-    target = Target(sys.argv[1], app, password="--password" in sys.argv)  # noqa: F841 - lives as long as the loop
+    target = Target(  # noqa: F841 - lives as long as the loop
+        sys.argv[1], app, password="--password" in sys.argv, fields="--fields" in sys.argv
+    )
     sys.exit(app.exec())
 
 

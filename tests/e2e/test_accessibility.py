@@ -130,3 +130,26 @@ def test_password_field_is_neither_read_nor_filled(
         assert (state["text"], chords) == ("hunter2", [])
     finally:
         target.close()
+
+
+def test_the_windows_other_fields_go_as_context_but_never_its_password(
+    a11y: XSession, a11y_daemon: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
+) -> None:
+    target = QtTarget(a11y, "anyfill-a11y-form", fields=True)
+    try:
+        text = "Dear team,\nthe launch is "
+        prepare(a11y, target, text, len(text))
+        responder, server = llama
+        answer_next(responder, Reply(text="on Friday"))
+        before = len(infill(server))
+
+        outcome = press(a11y, a11y_daemon)
+
+        assert (outcome.status, outcome.capture) == ("inserted", "accessibility"), outcome
+        (sent,) = infill(server)[before:]
+        extra = sent.json()["input_extra"]
+        assert [chunk["text"] for chunk in extra] == ["Launch plan for Friday"]
+        assert extra[0]["filename"].endswith(": anyfill e2e target - Subject")
+        assert "hunter2" not in sent.body.decode()
+    finally:
+        target.close()

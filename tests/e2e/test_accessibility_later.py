@@ -103,11 +103,16 @@ def test_accessibility_switched_on_while_running_is_used_without_a_restart(
         # per look); a press after that uses it.
         wait_until(lambda: time.monotonic() - first_press > RETRY_BUS_S, RETRY_BUS_S + 1, "")
         answer_next(responder, Reply(text="big "))
-        outcome = press(x, daemon)
+        # As a desktop shortcut does it: `trigger complete --wait` said "sent ... could not
+        # be read back" (rc 1) where the text had landed.
+        code, said = daemon.cli("trigger", "complete", "--wait")
+        outcome = daemon.outcomes()[-1]
         assert (outcome.status, outcome.capture) == ("inserted", "accessibility"), (
             outcome,
             daemon.log()[-2000:],
         )
+        assert code == 0, said
+        assert said.startswith("inserted"), said
         assert target.state()["text"] == "first line\nHello big world"
     finally:
         target.close()

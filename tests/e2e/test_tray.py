@@ -353,3 +353,30 @@ def test_a_hotkey_another_program_holds_is_notified_with_the_fix(
     finally:
         os.killpg(holder.pid, signal.SIGTERM)
         holder.wait(10)
+
+
+def test_diagnostics_see_the_running_tray_and_fit_the_screen(x: XSession, tray: Daemon) -> None:
+    """The tray's Diagnostics always said "daemon ✗ did not answer within 2 s" (the doctor
+    blocked the loop that serves the control socket), and opened 640x342 partly off-screen."""
+    before = tray.log().count("diagnostics: ")
+    code = "from anyfill.daemon.control.client import call; call('show-diagnostics')"
+    subprocess.run([sys.executable, "-c", code], env=tray.env, check=True, timeout=20)
+    wait_until(lambda: "diagnostics: ok daemon: " in tray.log()[-20000:], 30, "the checks")
+    lines = [line for line in tray.log().splitlines() if "diagnostics: " in line][before:]
+    daemon = next(line for line in lines if " daemon: " in line)
+    assert "diagnostics: ok daemon: running (pid " in daemon, daemon
+    assert ", tray)" in daemon
+    window = wait_until(
+        lambda: x.run(
+            "xdotool", "search", "--onlyvisible", "--name", "anyfill diagnostics", check=False
+        ).split(),
+        10,
+        "the window",
+    )[0]
+    out = x.run("xdotool", "getwindowgeometry", "--shell", window)
+    g = {k: int(v) for k, v in (line.split("=", 1) for line in out.split()) if k != "WINDOW"}
+    assert min(g["X"], g["Y"]) >= 0, g
+    assert g["X"] + g["WIDTH"] <= 1280, g
+    assert g["Y"] + g["HEIGHT"] <= 800, g
+    assert g["WIDTH"] > 640, g
+    x.run("xdotool", "windowclose", window, check=False)

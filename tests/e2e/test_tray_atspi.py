@@ -9,10 +9,13 @@ keyboard).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+import re
 import shutil
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,8 +84,7 @@ def test_closing_an_app_completed_in_keeps_the_tray_and_the_clipboard(
 
     # Every press read the text over AT-SPI: none stalled into the keyboard fallback.
     assert [o.capture for o in outcomes] == ["accessibility"] * WINDOWS, (
-        outcomes,
-        a11y_tray.log()[-6000:],
+        f"{outcomes}\n{a11y_tray.log()[-6000:]}"
     )
     print("tray press ms with an AT-SPI bus:", [round(o.ms) for o in outcomes])
 
@@ -109,8 +111,7 @@ def _complete_then_close(
         outcome = press(a11y, tray)
 
         assert (outcome.status, outcome.app) == ("inserted", "Mousepad"), (
-            outcome,
-            tray.log()[-3000:],
+            f"{outcome}\n{tray.log()[-3000:]}"
         )
         sent = infill(server)[before:]
         assert [(r.json()["input_prefix"], r.json()["input_suffix"]) for r in sent] == [
@@ -133,3 +134,104 @@ def _saved(x: XSession, path: Path) -> str:
     x.key("ctrl+s")
     wait_until(lambda: path.stat().st_mtime_ns != before, 5, "Mousepad to save")
     return path.read_text(encoding="utf-8")
+
+
+def test_each_window_of_one_mousepad_instance_takes_its_completion(
+    a11y: XSession,  # noqa: F811
+    a11y_tray: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+) -> None:
+    """Mousepad as users run it, one instance: each new window opens in it (the 2nd-4th
+    windows' presses failed with "the application did not fetch the pasted text")."""
+    responder, _server = llama
+    outcomes = []
+    launched: list[subprocess.Popen[bytes]] = []
+    try:
+        for window in range(WINDOWS):
+            path = a11y.workdir / f"instance{next(_docs)}.txt"
+            text = f"alpha beta {path.stem}\ngamma\n"
+            path.write_text(text, encoding="utf-8")
+            known = set(_mousepad_windows(a11y))
+            # The first one is the instance; the others hand their file to it and exit.
+            launched.append(
+                a11y.spawn(
+                    ["mousepad", "--opening-mode=window", "--line=1", "--column=6", str(path)],
+                    "mousepad.log",
+                )
+            )
+            wid = wait_until(lambda k=known: _new_window(a11y, k), 20, "a new Mousepad window")
+            a11y.focus(wid)
+            a11y.set_clipboard(USER_CLIP)
+            answer_next(responder, Reply(text="big "))
+
+            outcome = press(a11y, a11y_tray)
+            outcomes.append(outcome)
+
+            assert (outcome.status, outcome.capture) == ("inserted", "accessibility"), (
+                f"window {window}: {outcome}\n{a11y_tray.log()[-3000:]}"
+            )
+            wait_until(lambda: a11y.get_clipboard() == USER_CLIP, 5, "the user's clipboard back")
+            assert _saved(a11y, path) == text[:6] + "big " + text[6:]
+    finally:
+        for process in launched:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            process.wait(10)
+    assert a11y_tray.process.poll() is None
+    print("tray press ms, one Mousepad instance:", [round(o.ms) for o in outcomes])
+
+
+def _mousepad_windows(x: XSession) -> list[int]:
+    out = x.run("xdotool", "search", "--onlyvisible", "--class", "mousepad", check=False)
+    return [int(w) for w in out.split()]
+
+
+def _new_window(x: XSession, known: set[int]) -> int:
+    fresh = [w for w in _mousepad_windows(x) if w not in known]
+    return fresh[0] if fresh else 0
+
+
+SHOWN_AT = re.compile(r"popup (\d+) shown at \((-?\d+), (-?\d+)\)")
+
+
+def test_the_preview_popup_opens_at_the_caret_not_at_the_pointer(
+    a11y: XSession,  # noqa: F811
+    a11y_tray: Daemon,
+    llama: tuple[LlamaCpp, LoopbackServer],
+) -> None:
+    """The caret's place comes from the AT-SPI capture; a capture that stalled and fell
+    back to the keyboard put the popup at the pointer instead."""
+    responder, _server = llama
+    for attempt in range(3):  # each in a new window: the first AT-SPI question to it
+        path = a11y.workdir / f"popup{next(_docs)}.txt"
+        path.write_text("alpha beta gamma\ndelta\n", encoding="utf-8")
+        editor = a11y.spawn(
+            ["mousepad", "--disable-server", "--line=1", "--column=6", str(path)], "mousepad.log"
+        )
+        try:
+            wid = a11y.find_window("mousepad")
+            a11y.focus(wid)
+            a11y.run("xdotool", "mousemove", "1250", "780")  # far from the caret
+            answer_next(responder, Reply(text="big "))
+            shown = len(SHOWN_AT.findall(a11y_tray.log()))
+            read = a11y_tray.log().count("captured by accessibility")
+            before = len(a11y_tray.outcomes())
+            a11y.key("ctrl+alt+Return")
+            wait_until(lambda n=shown: len(SHOWN_AT.findall(a11y_tray.log())) > n, 10, "the popup")
+            _, x, y = SHOWN_AT.findall(a11y_tray.log())[-1]
+            window = _geometry(a11y, wid)
+            a11y.key("Escape", clear=False)
+            assert a11y_tray.wait_outcome(before + 1, within=10).status == "dismissed"
+            # Below line 1 of the document, near column 6: inside the window's top part.
+            assert window[0] <= int(x) <= window[0] + 400, (attempt, x, y, window)
+            assert window[1] <= int(y) <= window[1] + 250, (attempt, x, y, window)
+            assert a11y_tray.log().count("captured by accessibility") == read + 1, attempt
+        finally:
+            os.killpg(editor.pid, signal.SIGTERM)
+            editor.wait(10)
+
+
+def _geometry(x: XSession, wid: int) -> tuple[int, int]:
+    out = x.run("xdotool", "getwindowgeometry", "--shell", str(wid))
+    values = dict(line.split("=", 1) for line in out.split() if "=" in line)
+    return int(values["X"]), int(values["Y"])

@@ -1,7 +1,8 @@
 """Suggestions as you type on native Wayland, for real: sway headless, native Wayland
-Mousepad, ``anyfill run`` with its Qt side on Wayland. The suggestion shows in the popup on
-the layer surface at the caret (ghost text is X11 only for now), Tab comes through the sway
-binding taken while it shows and inserts it, the clipboard kept.
+Mousepad, ``anyfill run`` with its Qt side on Wayland. The ghost text shows on the layer
+surface at the caret (its grey letters read back from sway's composited output with grim),
+Mousepad keeps the focus, Tab comes through the sway binding taken while it shows and
+inserts it, the clipboard kept.
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from tests.e2e.test_wayland_popup import (
     SHOWN,
     USER_CLIP,
     caret_offset,
+    caret_on_screen,
     editor,
+    pixel,
     saved_with_mark,
+    screenshot,
     wl,
 )
 from tests.e2e.wayland import UNUSABLE, Editor, WaylandSession
@@ -30,6 +34,9 @@ from tests.servers.llamacpp import LlamaCpp
 from tests.servers.script import Reply
 
 __all__ = ["CARET_COLUMN", "CARET_LINE", "DOCUMENT", "editor", "wl"]
+
+GHOST_ON_LAYER = " characters at "
+"""The ghost's paint line; with the layer surface it ends in "on a layer surface"."""
 
 pytestmark = [
     pytest.mark.desktop,
@@ -54,10 +61,20 @@ def test_a_pause_shows_the_suggestion_at_the_caret_and_tab_inserts_it(
 ) -> None:
     responder, server = llama
     answer_next(responder, Reply(text=" * r * r"))
-    asked, shown = len(infill(server)), len(SHOWN.findall(tray.log()))
+    asked, shown = len(infill(server)), tray.log().count(GHOST_ON_LAYER)
     before = len(tray.outcomes())
     wl.type_text("3.14")
-    wait_until(lambda: len(SHOWN.findall(tray.log())) > shown, 10, "the popup on its layer")
+    wait_until(lambda: tray.log().count(GHOST_ON_LAYER) > shown, 10, "the ghost on its layer")
+    caret = caret_on_screen(wl, editor)
+    shot = screenshot(wl, "wayland-ghost-full.png")
+    # grey letters right of the caret on its line, none of the popup's box
+    greys = [
+        pixel(shot, caret[0] + dx, caret[1] + dy)
+        for dx in range(2, 60)
+        for dy in range(2, caret[3] - 2)
+    ]
+    assert any(110 < max(p) < 200 and max(p) - min(p) < 12 for p in greys), caret
+    assert SHOWN.findall(tray.log()) == []  # not the popup
     assert len(infill(server)) == asked + 1
     assert infill(server)[-1].json()["input_prefix"].endswith("return 3.14")
     assert wl.focused_window().get("id") == editor.con_id

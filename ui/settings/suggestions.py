@@ -31,25 +31,21 @@ class SuggestionsPage(QWidget):
                 ("ghost", "ghost text (dimmed, at the caret)"),
                 ("popup", "the preview popup"),
             ),
-            tip="Also for the preview hotkey; the popup where no caret position is known",
         )
         self.pause = form.integer(
             "Pause before asking",
             ["pause_ms"],
             suffix=" ms",
-            tip="0: adaptive, from your typing rhythm and the backend's latency (100-1000 ms)",
         )
         self.chain = form.ordered(
             "Backends",
             ["backends"],
             lambda: [b["name"] for b in draft.data["backends"]],
             nullable=True,
-            tip="Asked automatically; none ticked: the default chain",
         )
         self.cloud = form.check(
             "Also ask cloud backends automatically",
             ["cloud_auto"],
-            tip="Backends not on this machine (a paid API) are asked only by the hotkeys",
         )
         form.note(
             "Off: suggestions as you type only ask local servers; the hotkeys still use "
@@ -60,7 +56,6 @@ class SuggestionsPage(QWidget):
             "Text after the caret",
             ["max_chars_after_caret"],
             suffix=" characters at most",
-            tip="More text than this after the caret on its line: no suggestion",
         )
         self.lines = form.integer("Lines shown", ["ghost_lines"])
         self.form = form

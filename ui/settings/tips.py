@@ -104,6 +104,16 @@ TIPS: dict[str, str] = {
     "suggestions.ghost_lines": "How many lines of a longer suggestion show at the caret; Tab "
     "still inserts all of it",
     "insert.apps.backends": "Which backends answer here; none ticked: the default chain",
+    # Suggestions as you type
+    "suggestions.style": "Dimmed text at the caret, or the preview popup; also for the "
+    "preview hotkey. Where no caret position is known the popup shows",
+    "suggestions.pause_ms": "How long you pause before anyfill asks; 0 adapts it to your "
+    "typing rhythm and the backend's speed (100-1000 ms)",
+    "suggestions.backends": "The backends asked while you type; none ticked: the default chain",
+    "suggestions.cloud_auto": "Off: only backends on this computer are asked while you type; "
+    "a paid cloud service is asked only when you press a hotkey",
+    "suggestions.max_chars_after_caret": "With more text than this after the caret on its "
+    "line you are editing, not writing on: no suggestion",
     # Completion
     "completion.single_line": "Ask for one line only: 'auto' does when text follows the caret "
     "on its line, so the answer does not run over it",
@@ -114,6 +124,24 @@ TIPS: dict[str, str] = {
     "privacy.mqtt_text": "Off: MQTT events carry no captured text, only what happened",
     "logging.level": "How much the log says; Debug is for reporting a problem",
     "logging.file": "Keep a log file (rotated, so it never grows without bound)",
+    # Context beyond the caret (docs/context.md)
+    "context.enabled": "Off: only the text around the caret is sent, nothing related to it",
+    "context.title": "Name the application and window title to the backend (never a "
+    "terminal's title: it shows commands and hosts)",
+    "context.fields": "Send the window's other text fields (a mail's subject, a form's lines); "
+    "password fields never",
+    "context.accepted": "Send completions you accepted in the same application, so answers "
+    "match how you write there",
+    "context.clipboard": "Send what you copied recently; off unless you turn it on, and never "
+    "a single word or a password manager's copy",
+    "context.max_chars": "At most this much related text per request; the text around the "
+    "caret keeps its own limits",
+    "context.max_chunks": "How many pieces of related text are kept, newest first",
+    "context.chunk_lines": "How many lines one piece of related text keeps at most",
+    "context.terminals": "Programs whose window title is never sent, written as their window "
+    "class or process name",
+    "context.password_managers": "Programs that never get or give related text, written as "
+    "their window class or process name",
 }
 
 

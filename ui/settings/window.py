@@ -34,6 +34,7 @@ from anyfill.ui.settings.advanced import AdvancedPage
 from anyfill.ui.settings.apps import AppsPage
 from anyfill.ui.settings.backends import BackendsPage
 from anyfill.ui.settings.capture import CapturePage
+from anyfill.ui.settings.context import ContextPage
 from anyfill.ui.settings.draft import ChangedOnDisk, Draft, dotted, load_for_editing
 from anyfill.ui.settings.fields import ERROR_STYLE, Form, roomy
 from anyfill.ui.settings.hotkeys import HotkeysPage
@@ -52,6 +53,7 @@ PAGE_ICONS: dict[type, QStyle.StandardPixmap] = {
     AppsPage: QStyle.StandardPixmap.SP_DesktopIcon,
     SuggestionsPage: QStyle.StandardPixmap.SP_MessageBoxInformation,
     PrivacyPage: QStyle.StandardPixmap.SP_DialogNoButton,
+    ContextPage: QStyle.StandardPixmap.SP_FileDialogInfoView,
     AdvancedPage: QStyle.StandardPixmap.SP_FileDialogDetailedView,
 }
 
@@ -108,6 +110,7 @@ class SettingsWindow(QWidget):
             AppsPage(self.draft, bridge),
             SuggestionsPage(self.draft),
             PrivacyPage(self.draft),
+            ContextPage(self.draft),
             AdvancedPage(self.draft),
         ]
         self.stack = QStackedWidget()

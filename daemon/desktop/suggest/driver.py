@@ -65,6 +65,7 @@ class Suggester:
         """The tray's one-click pause of suggestions as you type (the hotkeys go on)."""
         self.listening = False
         self._ignored = 0
+        self._asks = 0
         self.trigger = SuggestTrigger(
             self._clock,
             AdaptivePause(settings().suggestions.pause_ms),
@@ -186,7 +187,14 @@ class Suggester:
             self.trigger.finished()
             return
 
+        self._asks += 1
+        this = self._asks
+
         def answered(completion: Completion | None, ms: float) -> None:
+            if this != self._asks:
+                # Superseded by a newer ask: its answer must neither end the newer one's
+                # flight (a key would then not cancel it) nor move the type-through cache.
+                return
             self.trigger.finished(ms if completion is not None else None)
             if completion is not None:
                 self.trigger.shown(read.caret_offset, completion.middle)

@@ -33,6 +33,9 @@ _REGISTRY = ("org.a11y.atspi.Registry", "/org/a11y/atspi/registry", "org.a11y.at
 _DBUS = ("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus")
 _TEXT = "org.a11y.atspi.Text"
 _ACCESSIBLE = "org.a11y.atspi.Accessible"
+_APPLICATION = "org.a11y.atspi.Application"
+QT_LINE = 1.25
+"""A Qt character rectangle's height times this: the whole line, descent included."""
 TIMEOUT_S = 2.0
 READ_TIMEOUT_S = 0.3
 MAX_BEFORE = 4000
@@ -80,6 +83,7 @@ class AtspiTextSource:
         self._address = address
         self._bus: MessageBus | None = None
         self._pids: dict[str, int] = {}
+        self._toolkits: dict[str, str] = {}
         self._registered: list[str] = []
 
     async def __aenter__(self) -> AtspiTextSource:
@@ -168,10 +172,15 @@ class AtspiTextSource:
         after = str((await self._call(sender, path, _TEXT, "GetText", "ii", [caret, end]))[0])
         selections = int((await self._call(sender, path, _TEXT, "GetNSelections", "", []))[0])
         rect = await self._caret_rect(sender, path, caret, count)
-        if rect is not None and start == 0 and "\n" in before:
-            rect = await self._below_first_line(sender, path, rect, before.count("\n"))
+        if rect is not None and await self._is_qt(sender):
+            if start == 0 and "\n" in before:
+                rect = await self._below_first_line(sender, path, rect, before.count("\n"))
+            # Qt's character rectangle stops at the baseline; the line goes on below it
+            # by the font's descent (about a quarter of that height), as GTK's includes.
+            rect = CaretRect(rect.x, rect.y, rect.width, round(rect.height * QT_LINE))
         attrs = await self._attributes(sender, path, max(caret - 1, 0))
-        family = attrs.get("family-name") or attrs.get("font-family") or ""
+        # Qt quotes the family ('"Sans Serif"'), as CSS would
+        family = (attrs.get("family-name") or attrs.get("font-family") or "").strip("\"' ")
         return FieldRead(
             Field(
                 before,
@@ -203,12 +212,26 @@ class AtspiTextSource:
             return None
         return CaretRect(x, y, max(width, 1), height)
 
+    async def _is_qt(self, sender: str) -> bool:
+        known = self._toolkits.get(sender)
+        if known is None:
+            try:
+                name = await self._property(
+                    sender, "/org/a11y/atspi/accessible/root", _APPLICATION, "ToolkitName"
+                )
+                known = str(name)
+            except RuntimeError:
+                known = ""
+            self._toolkits[sender] = known
+        return known.lower().startswith("qt")
+
     async def _below_first_line(
         self, sender: str, path: str, rect: CaretRect, lines: int
     ) -> CaretRect:
         """Qt's plain-text editors report every character at the height of the first line
         (each paragraph laid out on its own; frescobaldi#1383): a caret on a later line
-        at the first character's height is moved down by its number of lines."""
+        at the first character's height is moved down by its number of lines (in a view
+        scrolled down this is wrong: there is nothing better to go by)."""
         _x, first_y, _w, height = await self._extents(sender, path, 0)
         if height > 0 and first_y == rect.y:
             return CaretRect(rect.x, rect.y + lines * rect.height, rect.width, rect.height)

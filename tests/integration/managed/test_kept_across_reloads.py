@@ -55,13 +55,13 @@ async def test_an_unchanged_managed_server_is_kept_and_a_changed_one_replaced(
         assert _managed(completer).supervisor is first
         assert _managed(completer).api_key == key  # the server's key file still matches
         assert not first._closing
-        assert len(completer.keeper) == 1
+        assert len(completer.leases) == 1
 
         # the server's own settings: a new one, the old one stopped
         await completer.replace(_settings(tmp_path, managed={"server": {"context_size": 2048}}))
         second = _managed(completer).supervisor
         assert second is not first
         assert first._closing
-        assert len(completer.keeper) == 1
+        assert len(completer.leases) == 1
     assert second._closing  # closing the completer stops the last one
-    assert len(completer.keeper) == 0
+    assert len(completer.leases) == 0

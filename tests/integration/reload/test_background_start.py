@@ -76,7 +76,7 @@ async def test_a_cancelled_early_request_leaves_the_build_running(loopback: Star
 
 
 async def test_a_failed_build_reaches_the_request_with_its_error() -> None:
-    def broken(settings: Settings, bus: EventBus, keeper: object) -> Any:
+    def broken(settings: Settings, bus: EventBus, leases: object) -> Any:
         raise ConfigError("backend 'local': the test's broken factory")
 
     async with SwappableCompleter(broken, EventBus()) as completer:

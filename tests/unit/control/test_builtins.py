@@ -209,7 +209,7 @@ async def test_status_reads_as_words_with_the_tray_and_the_managed_server(
     answer = await ask("status")
     assert answer["managed"] == []  # this core runs no managed server
     text = status_text(answer)
-    assert "tray:     the icon shows in the system tray" in text
+    assert "tray: the icon shows in the system tray" in text
     assert "{" not in text
     answer["sections"]["tray"] = {"icon": False, "host": False}
     assert "no system tray here, so no icon" in status_text(answer)

@@ -29,7 +29,7 @@ class _Factory:
         self.built = 0
 
     def __call__(
-        self, settings: Settings, bus: EventBus, keeper: object
+        self, settings: Settings, bus: EventBus, leases: object
     ) -> contextlib.AbstractAsyncContextManager[FakeCompleter]:
         self.built += 1
         return contextlib.nullcontext(FakeCompleter())

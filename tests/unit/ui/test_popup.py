@@ -131,3 +131,25 @@ def test_the_header_says_what_an_alternative_is(qtbot: QtBot) -> None:
         PreviewText(1, "42", "local", final=True, ms=9.0, alternative=1, how="another sample")
     )
     assert "local · 9 ms · alternative 2 · another sample" in popup._header.text()
+
+
+def test_wrapping_breaks_at_spaces_within_the_width_and_drops_nothing(qtbot: QtBot) -> None:
+    from PySide6.QtGui import QFont, QFontMetrics
+
+    from anyfill.ui.popup import wrapped
+
+    metrics = QFontMetrics(QFont())
+    runs = [
+        ("dim", "…values[39] "),
+        ("mark", "+ " + " + ".join(f"bias[{n}]" for n in range(60)) + "\nnext(line)"),
+        ("dim", "x" * 300),  # no space at all: cut between characters
+        ("dim", ")"),
+    ]
+    out = wrapped(runs, 300, metrics)
+    assert [kind for kind, _ in out] == [kind for kind, _ in runs]
+    original = "".join(text for _, text in runs)
+    shown = "".join(text for _, text in out)
+    assert shown.replace("\n", "") == original.replace("\n", "")
+    assert shown.count("\n") > 10
+    for line in shown.split("\n"):
+        assert metrics.horizontalAdvance(line) <= 300, line

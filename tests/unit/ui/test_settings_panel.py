@@ -25,6 +25,7 @@ from anyfill.ui.bridge import CoreBridge
 from anyfill.ui.settings.apps import AppsPage
 from anyfill.ui.settings.backends import BackendsPage
 from anyfill.ui.settings.capture import CapturePage
+from anyfill.ui.settings.context import ContextPage
 from anyfill.ui.settings.draft import load_for_editing
 from anyfill.ui.settings.fields import HotkeyEdit
 from anyfill.ui.settings.hotkeys import HotkeysPage
@@ -674,6 +675,27 @@ def test_each_type_shows_only_its_fields(qtbot: QtBot, config: Path) -> None:
     backends.apply_preset(PRESETS[0])  # back to a server of the user's own
     assert shown(("url",))
     assert not shown(("server", "context_size"))
+
+
+def test_the_context_page_shows_what_is_sent_and_saves_the_clipboard_switch(
+    qtbot: QtBot, config: Path
+) -> None:
+    window = open_window(qtbot, config)
+    window.show()
+    context = page(window, ContextPage)
+    assert isinstance(context, ContextPage)
+    shown = context.sent.text()
+    assert "window title (not for terminals)" in shown
+    assert "clipboard" not in shown  # off until turned on
+    assert "Never for password managers" in shown
+    names = [b.name for b in window.draft.settings().backends if b.enabled]
+    assert all(f"• {name}:" in shown for name in names)
+    clipboard = next(row.editor for row in context.form.rows if "clipboard" in row.key)
+    clipboard.click()
+    assert "recent clipboard text" in context.sent.text()
+    qtbot.mouseClick(window.save_button, Qt.MouseButton.LeftButton)
+    assert "clipboard = true" in config.read_text()
+    assert "[context]" in config.read_text()
 
 
 @pytest.fixture

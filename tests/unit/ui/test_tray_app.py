@@ -327,6 +327,7 @@ def test_diagnostics_fit_the_screen_scroll_and_end_in_a_verdict(
     qtbot.waitUntil(lambda: bool(window.findings), timeout=15000)
     # 'local' and 'cloud' answer nowhere: the doctor's own verdict, in words
     assert "cannot work until the 'fail' lines are fixed" in window.verdict.text()
+    assert "above" not in window.verdict.text()
     screen = window.screen().availableGeometry()
     assert screen.contains(window.geometry()), (window.geometry(), screen)
     assert window.scroll_area.widgetResizable()

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["Keeper"]
+__all__ = ["Leases"]
 
 
 @dataclass
@@ -25,7 +25,7 @@ class _Kept:
     holders: int = 0
 
 
-class Keeper:
+class Leases:
     """Things shared by key between the backends of successive engines, counted."""
 
     def __init__(self) -> None:
