@@ -279,7 +279,10 @@ class _Timed:
         completion: Completion | None = None
         started = time.monotonic()
         try:
-            completion = await self._inner.complete(request, on_text, on_chunk=on_chunk)
+            if on_chunk is None:
+                completion = await self._inner.complete(request, on_text)
+            else:
+                completion = await self._inner.complete(request, on_text, on_chunk=on_chunk)
             return completion
         finally:
             self._answered(completion, (time.monotonic() - started) * 1000)
