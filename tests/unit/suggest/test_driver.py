@@ -43,3 +43,18 @@ async def test_an_older_asks_late_end_does_not_end_the_newer_ones_flight() -> No
     suggester.trigger.inserted(6, "x")
     assert suggester.trigger.cancels == 1
     await wait_for(lambda: len(r.completer.closed) == 2)
+
+
+async def test_a_suggestion_dismissed_with_esc_does_not_come_back_by_type_through() -> None:
+    r = rig()
+    r.completer.step.set()
+    live = r.pipeline._read_settings()
+    suggester = Suggester(lambda: live, r.pipeline, r.pipeline._desktop, r.completer)
+    suggester._source = FakeSource(FieldRead(Field("Hello ", ""), 6, CaretRect(10, 10, 1, 16)))  # type: ignore[assignment]
+    suggester._field, suggester._target, suggester._app = (":1.9", "/field"), EDITOR, APP
+    suggester.trigger._fire()
+    await wait_for(lambda: r.port.on_key is not None)
+    assert suggester.trigger.typethrough.shown is not None  # "big brown " at offset 6
+    r.port.press("dismiss")
+    await wait_for(lambda: suggester.trigger.typethrough.shown is None)
+    assert suggester.trigger.inserted(6, "b") is None  # asked anew, not brought back
