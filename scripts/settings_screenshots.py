@@ -68,7 +68,17 @@ match = "(?i)(keepassxc?|1password|bitwarden)"
 disabled = true
 """
 
-PAGES = ("backends", "routing", "hotkeys", "capture", "apps", "suggestions", "privacy", "advanced")
+PAGES = (
+    "backends",
+    "routing",
+    "hotkeys",
+    "capture",
+    "apps",
+    "suggestions",
+    "privacy",
+    "context",
+    "advanced",
+)
 
 
 def child(out: Path, config: Path, url: str) -> None:

@@ -24,6 +24,8 @@ log = logging.getLogger("anyfill.atspi.insert")
 
 TIMEOUT_S = 1.5
 """Generous: an insertion that times out leaves it unknown whether the text landed."""
+RETRY_ABSENT_S = 30.0
+"""A process that showed no accessible text field is pasted into for this long."""
 RETRY_S = 300.0
 """An application whose text field refused EditableText is pasted into for this long
 before AT-SPI is tried again (the choice is cached per application)."""
@@ -44,6 +46,9 @@ class AtspiInserter:
         self._session = session or shared_session()
         self.unavailable = self._session.unavailable
         self._refused: dict[str, float] = {}
+        self._absent: dict[int, float] = {}
+        """Processes that showed no accessible text field, by pid: a process restarted with
+        accessibility on is a new pid, asked at once."""
 
     async def insert(self, text: str, target: Target, guard: Callable[[], None]) -> bool:
         if target.pid is None:
@@ -51,6 +56,9 @@ class AtspiInserter:
         app = target.app or target.process or str(target.pid)
         if self._refused.get(app, 0.0) > time.monotonic():
             log.debug("%s refused EditableText recently; pasting", app)
+            return False
+        if self._absent.get(target.pid, 0.0) > time.monotonic():
+            log.debug("%s showed no accessible text field recently; pasting", app)
             return False
         guard()
         pid = target.pid
@@ -66,9 +74,10 @@ class AtspiInserter:
                 "check the document (the completion was kept)"
             ) from None
         if landed == "absent":
-            # No accessible text field (accessibility off in that process): asked again at
-            # the next press, so an application restarted with it on is used at once.
+            # No accessible text field (accessibility off in that process): that process
+            # only is skipped for a while; restarted with accessibility on, it is asked.
             log.info("AT-SPI insertion not possible in %s (absent); falling back", app)
+            self._absent[pid] = time.monotonic() + RETRY_ABSENT_S
             return False
         if landed != "inserted":
             log.info("AT-SPI insertion not possible in %s (%s); falling back", app, landed)

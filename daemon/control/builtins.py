@@ -79,6 +79,7 @@ def install_builtins(commands: Commands, core: Core) -> None:
             "ui": commands.ui,
             "desktop": core.desktop,
             "state": core.state,
+            "suggestions": core.status().suggestions,
             "uptime_s": round(time.time() - core.started, 1),
             "backends": list(core.settings.routing.default),
             "hotkeys": {

@@ -44,6 +44,8 @@ def status_text(status: dict[str, Any]) -> str:
         f"state:    {status.get('state', '?')}",
         f"backends: {', '.join(status.get('backends') or []) or 'none'}",
     ]
+    if status.get("suggestions") not in (None, "off"):
+        lines.append(f"suggest:  as you type, {status['suggestions']}")
     hotkeys = status.get("hotkeys") or {}
     if hotkeys:
         lines.append("hotkeys:  " + ", ".join(f"{name} {key}" for name, key in hotkeys.items()))

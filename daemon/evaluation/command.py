@@ -119,7 +119,10 @@ def run_eval(
         finally:
             progress.close()
     summaries = [
-        summarise(name, run.results[name], len(problems), run.wall_s.get(name)) for name in backends
+        summarise(
+            name, run.results[name], len(problems), run.wall_s.get(name), run.skipped.get(name)
+        )
+        for name in backends
     ]
     report = _report(args, run, summaries, sandbox)
     files = _write_outputs(args, report, summaries, stderr)

@@ -115,6 +115,8 @@ class EvalRun:
         self.on_progress = on_progress
         self.results: dict[str, list[ProblemResult]] = {name: [] for name in self.backends}
         self.wall_s: dict[str, float] = {}
+        self.skipped: dict[str, str] = {}
+        """Backends that failed their first problem, with its error: the rest not asked."""
         self.stopped = False
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -166,7 +168,16 @@ class EvalRun:
                 self._keep(result)
             self.on_progress(name, len(completed))
 
-        await self._all(complete(number, problem) for number, problem in enumerate(self.problems))
+        numbered = list(enumerate(self.problems))
+        # The first problem alone: it warms the backend up (template detection, a model
+        # load), and a backend that fails it after every retry is down or misconfigured,
+        # so the others are not each waited out (minutes for 1033 refused connections).
+        await self._all(complete(number, problem) for number, problem in numbered[:1])
+        first = completed[0][1] if completed else None
+        if first is not None and first.error is not None:
+            self.skipped[name] = first.error
+            numbered = []
+        await self._all(complete(number, problem) for number, problem in numbered[1:])
         self.wall_s[name] = loop.time() - started
         sandbox = self.sandbox
         if sandbox is None:

@@ -41,6 +41,8 @@ class BackendSummary:
     prompt_tokens: int
     completion_tokens: int
     wall_s: float | None
+    skipped: str | None = None
+    """Why the problems after the first were not asked (its error), if they were not."""
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -56,6 +58,7 @@ class BackendSummary:
             "latency_ms": {"p50": self.latency_p50_ms, "p95": self.latency_p95_ms},
             "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
             "wall_s": self.wall_s,
+            "skipped": self.skipped,
         }
 
 
@@ -72,7 +75,11 @@ def _percent(part: float, whole: int) -> float | None:
 
 
 def summarise(
-    backend: str, results: Sequence[ProblemResult], problems: int, wall_s: float | None
+    backend: str,
+    results: Sequence[ProblemResult],
+    problems: int,
+    wall_s: float | None,
+    skipped: str | None = None,
 ) -> BackendSummary:
     finished = len(results)
     answered = [r for r in results if r.error is None]
@@ -92,6 +99,7 @@ def summarise(
         prompt_tokens=sum(r.prompt_tokens or 0 for r in answered),
         completion_tokens=sum(r.completion_tokens or 0 for r in answered),
         wall_s=round(wall_s, 2) if wall_s is not None else None,
+        skipped=skipped,
     )
 
 
@@ -137,6 +145,11 @@ def render_table(
         f"HumanEval infilling, {suite}" + (" (stopped: the finished problems)" if stopped else "")
     ]
     out += lines
+    out += [
+        f"{s.backend}: failed its first problem, the others were not asked: {s.skipped}"
+        for s in summaries
+        if s.skipped
+    ]
     out.append(f"rule: {RULES[suite]}")
     if suite == "single-line":
         out.append(f"published references ({REFERENCE_SOURCE}):")

@@ -139,5 +139,8 @@ def test_status_names_a_file_it_cannot_read_and_never_echoes_a_pasted_key(
     path.unlink()
     wait_until(lambda: "removed" in status_config(fresh), 10, "the removal named")
     assert "in force" not in status_config(fresh).split(";")[0]
+    path.mkdir()
+    wait_until(lambda: "not a regular file" in status_config(fresh), 10, "a directory named")
+    path.rmdir()
     save_atomically(path, config_for(llama[1].url, max_tokens=48))
     wait_until(lambda: status_config(fresh) == f"config: {path}: in force", 10, "in force again")

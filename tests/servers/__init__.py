@@ -61,6 +61,9 @@ reply answers one request, then ``default`` answers the rest):
     ``anthropic-version``), ``GET /v1/models``.
     ``Gemini(api_key=None)``: ``/v1beta/models/M:generateContent``,
     ``:streamGenerateContent?alt=sse`` (CRLF-separated events), ``GET /v1beta/models/M``.
+    ``AnswerKey(problems, answer=canonical, delay_s=0)`` (:mod:`tests.servers.humaneval`):
+    a ``LlamaCpp`` that finds the HumanEval problem a request asks about (``/infill``, or
+    the StarCoder-templated prompt or prompt list) and answers ``answer(problem)``.
     ``Router([r1, r2])`` serves several on one port (the fixture does this for you).
 Responders raise nothing when the client leaves: the server cancels them and records a
 ``Disconnect``.

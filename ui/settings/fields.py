@@ -244,8 +244,12 @@ class Form(QWidget):
         def changed(text: str) -> None:
             self.write(key, [part.strip() for part in text.split(",") if part.strip()])
 
+        def read(value: list[str] | None) -> None:
+            edit.setText(", ".join(value or []))
+            edit.setCursorPosition(0)  # a long list shows its beginning, not its end
+
         edit.textEdited.connect(changed)
-        self._add(label, key, edit, lambda v: edit.setText(", ".join(v or [])), tip)
+        self._add(label, key, edit, read, tip)
         return edit
 
     def integer(

@@ -18,7 +18,7 @@ from anyfill.config.model import Settings, is_local_backend
 from anyfill.daemon.completion import Completer, Completion, CompletionRequest, Plan
 from anyfill.daemon.desktop import apprules
 from anyfill.daemon.desktop.capture.base import trimmed
-from anyfill.daemon.desktop.pipeline import Pipeline, Suggestion
+from anyfill.daemon.desktop.pipeline import Outcome, Pipeline, Suggestion
 from anyfill.daemon.desktop.ports import Desktop, Target
 from anyfill.daemon.desktop.preview import Look
 from anyfill.daemon.desktop.suggest.listener import AtspiTextSource, FieldRead, TextEvent
@@ -230,9 +230,19 @@ class Suggester:
             caret=read.caret,
         )
         look = Look(auto=True, font_family=read.font_family, font_size=read.font_size)
-        self._pipeline.suggest(
+        task = self._pipeline.suggest(
             Suggestion(captured, target, app, chain, completer, look, _ReadBack(self))
         )
+        if task is not None:
+            task.add_done_callback(self._closed)
+
+    def _closed(self, task: asyncio.Task[Outcome]) -> None:
+        """Esc: the user refused this suggestion, so typing its first letters must not
+        bring it back (type-through is for a suggestion still wanted)."""
+        if task.cancelled() or task.exception() is not None:
+            return
+        if task.result().reason == "dismissed":
+            self.trigger.typethrough.clear()
 
     async def read_before_caret(self) -> str | None:
         """The text before the caret of the field suggestions are shown for, read now."""
@@ -279,7 +289,10 @@ class _Timed:
         completion: Completion | None = None
         started = time.monotonic()
         try:
-            completion = await self._inner.complete(request, on_text, on_chunk=on_chunk)
+            if on_chunk is None:
+                completion = await self._inner.complete(request, on_text)
+            else:
+                completion = await self._inner.complete(request, on_text, on_chunk=on_chunk)
             return completion
         finally:
             self._answered(completion, (time.monotonic() - started) * 1000)

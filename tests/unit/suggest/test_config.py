@@ -87,3 +87,12 @@ def test_a_rule_turns_suggestions_on_or_off_for_its_app() -> None:
     other = resolve(Target(1, app="geany"), settings.insert, settings.capture.strategies)
     assert on.suggest is True
     assert other.suggest is None  # suggestions.auto decides
+
+
+def test_anyfill_status_says_when_suggestions_are_on_or_paused() -> None:
+    from anyfill.daemon.control.render import status_text
+
+    base = {"version": "1", "pid": 1, "uptime_s": 1, "state": "idle", "backends": ["local"]}
+    assert "suggest:" not in status_text({**base, "suggestions": "off"})
+    assert "suggest:  as you type, on" in status_text({**base, "suggestions": "on"})
+    assert "suggest:  as you type, paused" in status_text({**base, "suggestions": "paused"})
