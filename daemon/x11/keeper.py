@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import struct
 import subprocess
 import sys
@@ -242,8 +243,14 @@ async def serve(daemon_window: int) -> None:
 
 
 def _acknowledge() -> None:
-    sys.stdout.buffer.write(b"ok\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.buffer.write(b"ok\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The daemon is gone (it may have exited before we started): the end of its pipe
+        # on stdin ends the loop, and whatever it handed over is still kept. Later writes
+        # and the flush at exit go nowhere instead of raising again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def main() -> None:

@@ -22,8 +22,19 @@ from tests.servers.llamacpp import LlamaCpp
 pytestmark = pytest.mark.desktop
 
 
+# Keys of its own: the session daemon (tests/e2e/conftest.py) may hold the default ones.
+KEYS = """
+[hotkeys]
+complete = "<ctrl>+<alt>+h"
+preview = "<ctrl>+<alt>+g"
+cancel = "<ctrl>+<alt>+f"
+"""
+
+
 def config_for(url: str, max_tokens: int = 64) -> str:
-    return daemon_config(url).replace(f'url = "{url}"', f'url = "{url}"\nmax_tokens = {max_tokens}')
+    return daemon_config(url, KEYS).replace(
+        f'url = "{url}"', f'url = "{url}"\nmax_tokens = {max_tokens}'
+    )
 
 
 def save_atomically(path: Path, text: str) -> None:
