@@ -154,8 +154,10 @@ class XSession:
 
         def search() -> int:
             out = self.run("xdotool", "search", "--onlyvisible", "--class", wm_class, check=False)
-            # stderr is merged: an X error about a window going away may come first
-            ids = [word for word in out.split() if word.isdigit()]
+            # stderr is merged: an X error about a window going away may come first, and
+            # its lines hold numbers too ("Resource id in failed request:  0x3", "opcode: 42"):
+            # only a line that is a number alone is a window id.
+            ids = [line.strip() for line in out.splitlines() if line.strip().isdigit()]
             return int(ids[0]) if ids else 0
 
         return wait_until(search, within, f"a {wm_class} window")
