@@ -54,6 +54,11 @@ VERIFY_CHARS = 200
 UNCHANGED = "the completion did not land: the text before the caret is unchanged"
 AFTER_CHANGED = "the text after the caret is not what it was: check the document"
 INSERT_RETRIES = 1
+TYPED_SETTLE_S = 2.0
+"""How long the read-back waits for an app to take keys already typed into it: the
+compositor or X server has them, the app reads them from its queue when it gets to it
+(seen under load on sway: Mousepad showed 2 of 6 typed characters at the first read)."""
+TYPED_POLL_S = 0.04
 """A paste the read-back shows dropped, with the text unchanged, is sent once more."""
 
 
@@ -413,10 +418,21 @@ class Pipeline:
             if inserted.verified:
                 status, reason = "inserted", ""
                 break
+            typed = inserted.method == "type"
             status, reason = await _uninterrupted(
-                self._verify(target, app, captured, middle, strategies=strategies, verify=verify)
+                self._verify(
+                    target,
+                    app,
+                    captured,
+                    middle,
+                    strategies=strategies,
+                    verify=verify,
+                    typed=typed,
+                )
             )
-            if status != "failed" or reason != UNCHANGED or attempt == INSERT_RETRIES:
+            # Typed keys cannot be dropped the way a paste's clipboard read can: keys
+            # that have not shown after the wait may still come, so never type twice.
+            if status != "failed" or reason != UNCHANGED or typed or attempt == INSERT_RETRIES:
                 break
             # The read-back shows the document exactly as before (the app dropped the
             # paste, e.g. its clipboard read timed out under load): safe to insert again.
@@ -434,9 +450,13 @@ class Pipeline:
         *,
         strategies: Mapping[CaptureStrategy, Strategy | ReadBack],
         verify: bool,
+        typed: bool = False,
     ) -> tuple[Status, str]:
         """``inserted`` when the text before the caret now ends with what we inserted (and,
-        where the strategy reads both sides, the text after it is still what it was)."""
+        where the strategy reads both sides, the text after it is still what it was).
+
+        ``typed``: the text went in as keys, which the app may still be reading: while the
+        read-back shows only a first part of them, read again (up to TYPED_SETTLE_S)."""
         method = captured.context.method
         strategy: object = next((s for n, s in strategies.items() if n == method), None)
         if not verify or not isinstance(strategy, ReadBack):
@@ -445,15 +465,28 @@ class Pipeline:
             ensure_focus(self._desktop.windows, target.window_id)
         except FocusChanged:
             return "sent", "not checked: the focus moved right after the insertion"
-        after: str | None = None
-        if isinstance(strategy, ReadBackAround):
-            around = await strategy.read_back_around(target, app)
-            now, after = around if around is not None else (None, None)
-        else:
-            now = await strategy.read_back(target, app)
+        read_back = strategy
+        wanted = (captured.whole_prefix + middle)[-VERIFY_CHARS:]
+
+        async def read() -> tuple[str | None, str | None]:
+            if isinstance(read_back, ReadBackAround):
+                around = await read_back.read_back_around(target, app)
+                return around if around is not None else (None, None)
+            return await read_back.read_back(target, app), None
+
+        now, after = await read()
+        deadline = time.monotonic() + TYPED_SETTLE_S
+        while (
+            typed
+            and now is not None
+            and not now.endswith(wanted)
+            and _partly_typed(now, captured.whole_prefix, middle)
+            and time.monotonic() < deadline
+        ):
+            await asyncio.sleep(TYPED_POLL_S)
+            now, after = await read()
         if now is None:
             return "sent", "not checked: the text could not be read back"
-        wanted = (captured.whole_prefix + middle)[-VERIFY_CHARS:]
         if now.endswith(wanted):
             if after is not None and not after.startswith(captured.whole_suffix[:VERIFY_CHARS]):
                 return "failed", AFTER_CHANGED
@@ -502,3 +535,11 @@ async def _uninterrupted(step: Coroutine[object, object, T]) -> T:
 
 def _ms(started: float) -> float:
     return (time.monotonic() - started) * 1000
+
+
+def _partly_typed(now: str, prefix: str, middle: str) -> bool:
+    """The text before the caret ends with the captured prefix and a first part (maybe
+    none) of the typed middle: the app has not read all the keys yet."""
+    return any(
+        now.endswith((prefix + middle[:taken])[-VERIFY_CHARS:]) for taken in range(len(middle))
+    )

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from anyfill.config.model import CaptureConfig, CaptureStrategy, Settings
+from anyfill.daemon.desktop import pipeline as pipeline_module
 from anyfill.daemon.desktop.apprules import AppSettings
 from anyfill.daemon.desktop.capture.base import Captured, Strategy, trimmed
 from anyfill.daemon.desktop.capture.clipboard_mode import ClipboardCapture
@@ -253,3 +256,45 @@ async def test_a_paste_read_back_on_both_sides_intact_is_inserted() -> None:
     reading.keys = keys
     await run(pipeline)
     assert pipeline.history[-1].status == "inserted"
+
+
+class SlowTypingCapture(ReadingCapture):
+    """An app that reads typed keys from its queue a few at a time: each read-back shows
+    ``per_read`` more of the typed characters than the one before."""
+
+    per_read = 2
+    reads = 0
+
+    async def read_back(self, target: Target, app: AppSettings) -> str | None:
+        assert self.keys is not None
+        self.reads += 1
+        typed = "".join(self.keys.typed)
+        return self.prefix + typed[: self.per_read * (self.reads - 1)]
+
+
+async def test_typed_keys_the_app_takes_slowly_are_waited_for_and_typed_once() -> None:
+    slow = SlowTypingCapture("keyboard")
+    pipeline, _, keys, _, _ = build(completer=FakeCompleter(middle="typed "), keyboard=slow)
+    slow.keys = keys
+    pipeline._settings.insert.mode = "type"
+    await run(pipeline)
+    outcome = pipeline.history[-1]
+    assert (outcome.status, outcome.method) == ("inserted", "type"), outcome
+    assert keys.typed == ["typed "]  # never typed a second time while the app caught up
+    assert slow.reads == 4  # "", "ty", "type", "typed "
+
+
+async def test_typed_keys_that_never_show_are_a_failure_typed_only_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pipeline_module, "TYPED_SETTLE_S", 0.2)
+    slow = SlowTypingCapture("keyboard")
+    slow.per_read = 0
+    pipeline, _, keys, _, _ = build(completer=FakeCompleter(middle="typed "), keyboard=slow)
+    slow.keys = keys
+    pipeline._settings.insert.mode = "type"
+    await run(pipeline)
+    outcome = pipeline.history[-1]
+    assert (outcome.status, outcome.middle) == ("failed", "typed ")
+    assert "did not land" in outcome.reason
+    assert keys.typed == ["typed "]
