@@ -54,12 +54,12 @@ VERIFY_CHARS = 200
 UNCHANGED = "the completion did not land: the text before the caret is unchanged"
 AFTER_CHANGED = "the text after the caret is not what it was: check the document"
 INSERT_RETRIES = 1
+"""A paste the read-back shows dropped, with the text unchanged, is sent once more."""
 TYPED_SETTLE_S = 2.0
 """How long the read-back waits for an app to take keys already typed into it: the
 compositor or X server has them, the app reads them from its queue when it gets to it
 (seen under load on sway: Mousepad showed 2 of 6 typed characters at the first read)."""
 TYPED_POLL_S = 0.04
-"""A paste the read-back shows dropped, with the text unchanged, is sent once more."""
 
 
 Outcome = PressFinished
