@@ -58,7 +58,8 @@ INSERT_RETRIES = 1
 TYPED_SETTLE_S = 2.0
 """How long the read-back waits for an app to take keys already typed into it: the
 compositor or X server has them, the app reads them from its queue when it gets to it
-(seen under load on sway: Mousepad showed 2 of 6 typed characters at the first read)."""
+(a CI run on sway judged six typed characters in Mousepad a wrong insertion: the
+read-back matched neither the whole insertion nor the text before it)."""
 TYPED_POLL_S = 0.04
 
 
