@@ -41,6 +41,10 @@ log = logging.getLogger("anyfill.control")
 READ_TIMEOUT_S = 5.0
 """A client that connects and says nothing is dropped after this long."""
 MAX_CONNECTIONS = 32
+DISCARD_LIMIT = 16 * 1024 * 1024
+"""After a request over the line limit, at most this much more input is read and dropped."""
+DISCARD_IDLE_S = 1.0
+"""... and the reading stops once the client has sent nothing for this long."""
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
@@ -65,6 +69,8 @@ class ControlServer:
         self._silent: dict[asyncio.Task[Any], asyncio.StreamReader] = {}
         """Connections still waiting for their request line, oldest first."""
         self._evicted: set[asyncio.Task[Any]] = set()
+        self._overlong: set[asyncio.Task[Any]] = set()
+        """Connections whose request was over the limit: the rest of it is read and dropped."""
         self.evicted = 0
 
     async def __aenter__(self) -> ControlServer:
@@ -170,6 +176,8 @@ class ControlServer:
             answer = await self._answer_connection(reader, writer)
             writer.write(answer)
             await writer.drain()
+            if task in self._overlong:
+                await _discard_rest(reader)
         except (ConnectionError, OSError) as exc:
             log.debug("control client went away: %s", exc)
         except asyncio.CancelledError:
@@ -181,6 +189,7 @@ class ControlServer:
         finally:
             if task is not None:
                 self._connections.discard(task)
+                self._overlong.discard(task)
             writer.close()
             with contextlib.suppress(ConnectionError, OSError):
                 await writer.wait_closed()
@@ -215,6 +224,10 @@ class ControlServer:
         except TimeoutError:
             return protocol.error(protocol.TIMEOUT, "no request line arrived in time")
         except (ValueError, asyncio.LimitOverrunError):
+            if task is not None:
+                # A client still sending its long line would get EPIPE instead of this answer
+                # if we closed now: read its remaining bytes after answering.
+                self._overlong.add(task)
             return protocol.error(
                 protocol.TOO_LONG, f"the request is longer than {protocol.MAX_LINE} bytes"
             )
@@ -284,6 +297,20 @@ class ControlServer:
             )
             return protocol.error(protocol.INTERNAL, f"{cmd} produced an answer that is too long")
         return encoded
+
+
+async def _discard_rest(reader: asyncio.StreamReader) -> None:
+    """Read and drop what the client still sends, up to a newline, EOF, a pause or a cap."""
+    dropped = 0
+    while dropped < DISCARD_LIMIT:
+        try:
+            async with asyncio.timeout(DISCARD_IDLE_S):
+                chunk = await reader.read(64 * 1024)
+        except TimeoutError:
+            return
+        if not chunk or b"\n" in chunk:
+            return
+        dropped += len(chunk)
 
 
 def _peer_credentials(writer: asyncio.StreamWriter) -> tuple[int, int, int] | None:
