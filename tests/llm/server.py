@@ -83,6 +83,7 @@ class LlamaServer:
         binary: Path | str | None = None,
         ctx_size: int = 2048,
         parallel: int = 2,
+        threads: int = 1,
         extra_args: Sequence[str] = (),
         ready_timeout: float = 60.0,
         stop_grace: float = 5.0,
@@ -94,6 +95,7 @@ class LlamaServer:
         self.binary = Path(binary)
         self.ctx_size = ctx_size
         self.parallel = parallel
+        self.threads = threads
         self.extra_args = tuple(extra_args)
         self.ready_timeout = ready_timeout
         self.stop_grace = stop_grace
@@ -116,6 +118,10 @@ class LlamaServer:
             "--port", str(port),
             "-c", str(self.ctx_size),
             "-np", str(self.parallel),
+            # One thread by default: on the shared 2-core machine under load, llama-server's
+            # default threads spin against each other (one /infill took 8.5 s instead of
+            # 20 ms at load 11; the SmolLM2 chat test timed out at load 17).
+            "-t", str(self.threads),
         ]  # fmt: skip
         if "--no-webui" in _help_text(str(self.binary)):
             cmd.append("--no-webui")

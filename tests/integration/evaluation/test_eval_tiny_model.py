@@ -24,13 +24,9 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def tiny() -> Iterator[LlamaServer]:
     assert ASSETS is not None
-    # 2048 tokens per slot: the longest HumanEval prefix and suffix fit. One thread: on the
-    # shared 2-core machine at load 11, llama-server's default threads spin against each
-    # other and one /infill took 8.5 s (20 ms with -t 1, measured), past the first-token
-    # timeout.
-    with LlamaServer(
-        Path(ASSETS) / TINY_FIM_MODEL, ctx_size=4096, extra_args=("-t", "1")
-    ) as server:
+    # 2048 tokens per slot: the longest HumanEval prefix and suffix fit. LlamaServer runs
+    # one thread (its default threads made one /infill take 8.5 s at load 11, not 20 ms).
+    with LlamaServer(Path(ASSETS) / TINY_FIM_MODEL, ctx_size=4096) as server:
         yield server
 
 
