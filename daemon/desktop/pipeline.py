@@ -40,7 +40,13 @@ from anyfill.daemon.desktop.inject.focus import ensure_focus
 from anyfill.daemon.desktop.inject.inserter import Inserter
 from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Target
 from anyfill.daemon.desktop.preview import Look, PreviewController
-from anyfill.daemon.errors import AnyfillError, FocusChanged, SecureField, error_text
+from anyfill.daemon.errors import (
+    AnyfillError,
+    FocusChanged,
+    SecureField,
+    SelectionAppeared,
+    error_text,
+)
 from anyfill.daemon.log import Private
 from anyfill.daemon.settings.live import Reader, reader
 from anyfill.daemon.waiting import Interrupted, Interruptions, run_interruptibly
@@ -53,6 +59,10 @@ VERIFY_CHARS = 200
 """The read-back must end with this much of the captured prefix plus the completion."""
 UNCHANGED = "the completion did not land: the text before the caret is unchanged"
 AFTER_CHANGED = "the text after the caret is not what it was: check the document"
+LATE_DURING_PASTE = (
+    "the application answered anyfill's select keys only after the paste keys had gone:"
+    " the context was incomplete, check the document"
+)
 INSERT_RETRIES = 1
 """A paste the read-back shows dropped, with the text unchanged, is sent once more."""
 TYPED_SETTLE_S = 2.0
@@ -405,12 +415,16 @@ class Pipeline:
             except FocusChanged as exc:
                 return Outcome(action, "kept", str(exc), target.app, middle, ms=_ms(started))
             except AnyfillError as exc:
+                reason = str(exc)
                 if late is not None:
                     await _uninterrupted(late.watch())
-                    # A selection that refused the paste may be the capture's late answer.
-                    reason = late.invalid or str(exc)
-                else:
-                    reason = str(exc)
+                    if late.invalid and isinstance(exc, SelectionAppeared):
+                        # The refused selection was the capture's late answer: nothing went in.
+                        reason = late.invalid
+                    elif late.invalid:
+                        # The paste keys reached an app still handling the capture keys
+                        # (Qt pastes its own late copy): "nothing was inserted" is no fact.
+                        reason = f"{exc}; {LATE_DURING_PASTE}"
                 return Outcome(action, "failed", reason, target.app, middle, ms=_ms(started))
             if late is not None:
                 # A stale claim caused by the capture keys may still come: restore again.

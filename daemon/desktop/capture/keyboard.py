@@ -50,6 +50,14 @@ EMPTY_SIDE_SETTLE_S = 0.1
 """When the last side was taken as empty, four times the slowest reaction and at least
 this long: a late answer there leaves a selection that a paste would replace, so nothing
 is inserted before this has passed (it overlaps the backend's answer)."""
+UNSEEN_EMPTY_SETTLE_S = EMPTY_WAIT_CAP_S
+"""When every side was taken as empty in an app that never showed how fast it answers (a
+fresh daemon's first press, or an empty document): nothing tells an app that has not
+read our keys yet from one with nothing to select. A late answer then comes after the
+paste keys were queued behind our copy keys: the app pastes its own late copy over its
+late selection and the collapse key moves the caret. So nothing is inserted before the
+longest wait any app gets to show a selection has passed (it overlaps the backend's
+answer)."""
 COPY_AFTER_SELECTION_S = 1.0
 """Once the app showed a selection, its copy is waited for at least this long."""
 SELECTIONS: tuple[Which, ...] = ("clipboard", "primary")
@@ -171,7 +179,9 @@ class KeyboardCapture:
                 timings=self.timings,
                 keys_at=last.keys_at if last is not None else time.monotonic(),
             )
-            if late.collapse or late.all_ours:
+            if late.collapse and self.timings.slowest_reaction(target.app) is None:
+                settle = UNSEEN_EMPTY_SETTLE_S  # no side answered, none ever did here
+            elif late.collapse or late.all_ours:
                 settle = self.timings.settle(target.app, EMPTY_SIDE_SETTLE_S, SETTLE_CAP_S)
             else:
                 settle = self.timings.settle(target.app, 0.0, SETTLE_CAP_S, factor=2.0)
