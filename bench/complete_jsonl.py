@@ -4,13 +4,21 @@ A loopback llama.cpp server whose model no FIM family fits by name or tokens (``
 works, the template detection fails): the batch path asks for a template for every small
 batch, the single path never needs one. Both run the engine in-process against the same
 server; the figure is the batch's time per line over the single requests' time per request.
-Before the fix every batch probed ``/props`` and ``/tokenize`` again (ratio about 15).
+Before the fix every batch probed ``/props`` and ``/tokenize`` again (200 and 2,400 for 400
+lines; the issue reported about 15 times slower per line; this bench measured a ratio of 4.1
+before and 1.5 after, at load 12-14: docs/backends.md).
 
 The batch path also waits the scheduler's batching window (4 ms) per small batch, which
 only shows against a server that answers in about a millisecond; ``DELAY_MS`` makes the
 server take that long per answer, like a model would.
 
-    python -m bench.complete_jsonl [LINES] [DELAY_MS]
+    python -m bench.complete_jsonl [LINES] [DELAY_MS] [RUNS]
+
+Each run starts a new server and engine (nothing detected yet) and prints one line; the load
+average is printed before the first and after the last. To measure another checkout's code
+(the baseline before a fix), put a folder first on ``PYTHONPATH`` that holds ``anyfill/``
+with ``daemon``, ``config``, ``ui`` and ``assets`` linked to that checkout's ``daemon/``,
+``config/``, ``ui/`` and ``packaging/assets/``; the first line says which code runs.
 """
 
 from __future__ import annotations
@@ -18,9 +26,11 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import sys
 import time
 
+import anyfill.daemon
 from anyfill.config.model import BackendConfig, RoutingConfig, Settings
 from anyfill.daemon.complete_cmd import CompleteArgs, _context, _run_batch
 from anyfill.daemon.completion import CompletionRequest
@@ -68,9 +78,16 @@ async def _measure(lines: int, delay_ms: int) -> None:
     )
 
 
-def main(lines: int = 400, delay_ms: int = 0) -> None:
-    asyncio.run(_measure(lines, delay_ms))
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main(lines: int = 400, delay_ms: int = 0, runs: int = 1) -> None:
+    print(f"anyfill.daemon from {os.path.dirname(anyfill.daemon.__file__)}; load {_load()}")
+    for _ in range(runs):
+        asyncio.run(_measure(lines, delay_ms))
+    print(f"{runs} runs; load {_load()}")
 
 
 if __name__ == "__main__":
-    main(*(int(arg) for arg in sys.argv[1:3]))
+    main(*(int(arg) for arg in sys.argv[1:4]))

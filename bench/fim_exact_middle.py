@@ -6,8 +6,9 @@ of ``tests/unit/fim/real_code.py`` and runs the answer through the native and th
 paths, in multi-line mode and in single-line mode (a hole inside one line, as ``auto``
 chooses when text follows the caret). Prints, per row, the share of answers that came back as
 exactly the true middle, over every cut and over the cuts where the true middle does not
-itself look like the fault ("fair"), and the totals of faulty and clean answers over the
-fair cuts.
+itself look like the fault ("fair"), the totals of faulty and clean answers over the
+fair cuts, and the first ``MISSES_SHOWN`` misses on fair cuts (the end of the prefix, the
+true middle, the raw answer, what was inserted, the start of the suffix).
 
     python -m bench.fim_exact_middle [N] [SEED] [CORPUS]
 """
@@ -21,6 +22,7 @@ from tests.unit.fim.real_code import CORPORA, FAULTS, chat_can_carry, cut_for, f
 
 #: Faults that need a hole ending at a line end: there is no such hole in single-line mode.
 MULTI_LINE_ONLY = frozenset({"trailing_newline"})
+MISSES_SHOWN = 20
 
 
 def main(n: int = 3000, seed: int = 1, corpus: str = "") -> None:
@@ -29,6 +31,7 @@ def main(n: int = 3000, seed: int = 1, corpus: str = "") -> None:
         f"{'fair':>6} {'fair exact %':>13}"
     )
     totals: dict[tuple[str, bool], list[int]] = {}
+    misses: list[str] = []
     for name in (corpus,) if corpus else CORPORA:
         for path in ("native", "chat"):
             for single in (False, True):
@@ -36,9 +39,10 @@ def main(n: int = 3000, seed: int = 1, corpus: str = "") -> None:
                 for fault in FAULTS:
                     if single and fault in MULTI_LINE_ONLY:
                         continue
-                    row = _row(rng, n, name, path, fault, single=single)
-                    total, exact, fair_total, fair_exact = row
                     mode = "1-line" if single else "multi"
+                    where = f"{name} {path} {mode} {fault}"
+                    row = _row(rng, n, name, path, fault, single=single, misses=(where, misses))
+                    total, exact, fair_total, fair_exact = row
                     print(
                         f"{name:8} {path:7} {mode:6} {fault:19} {total:6} "
                         f"{100 * exact / max(total, 1):8.2f} {fair_total:6} "
@@ -50,10 +54,21 @@ def main(n: int = 3000, seed: int = 1, corpus: str = "") -> None:
     for (name, clean), (count, ok) in sorted(totals.items()):
         what = "clean answers kept" if clean else "faulty answers recovered"
         print(f"{name}: {what}: {ok}/{count} = {100 * ok / max(count, 1):.2f} % (fair cuts)")
+    shown = misses[:MISSES_SHOWN]
+    print(f"misses on fair cuts: {len(misses)}" + (f", the first {len(shown)}:" if shown else ""))
+    for miss in shown:
+        print(miss)
 
 
 def _row(
-    rng: random.Random, n: int, corpus: str, path: str, fault: str, *, single: bool
+    rng: random.Random,
+    n: int,
+    corpus: str,
+    path: str,
+    fault: str,
+    *,
+    single: bool,
+    misses: tuple[str, list[str]],
 ) -> tuple[int, int, int, int]:
     total = exact = fair_total = fair_exact = 0
     for _ in range(n):
@@ -61,12 +76,19 @@ def _row(
         raw = faulty(hole, fault, path)
         if raw is None or (path == "chat" and not chat_can_carry(raw)):
             continue
-        ok = through(path, hole, raw, single_line=single) == hole.middle
+        got = through(path, hole, raw, single_line=single)
+        ok = got == hole.middle
         total += 1
         exact += ok
         if fair(hole):
             fair_total += 1
             fair_exact += ok
+            if not ok:
+                where, found = misses
+                found.append(
+                    f"  {where}: prefix ...{hole.prefix[-60:]!r} middle {hole.middle!r} "
+                    f"raw {raw[:200]!r} inserted {got!r} suffix {hole.suffix[:80]!r}..."
+                )
     return total, exact, fair_total, fair_exact
 
 
