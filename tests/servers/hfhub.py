@@ -10,13 +10,16 @@ address serves the bytes, honouring ``Range: bytes=N-`` with a 206 and
 
 Knobs for the failure tests: ``drop_after`` closes the connection mid-body after that many
 bytes (``drops`` times), ``content`` serves other bytes than the ones announced (a bad
-mirror), ``announced_sha256`` reports another checksum.
+mirror), ``announced_sha256`` reports another checksum, ``hold_after`` stops sending after
+that many bytes until the test sets ``release`` (a stalled link, while the test changes
+the world under the download).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 from dataclasses import dataclass, field
 
 from tests.servers.http import ClientGone, RecordedRequest, Response
@@ -47,6 +50,12 @@ class HfHub:
     cdn_url: str = ""
     """Where the 302 points (another origin, as the Hub's CDN is); empty: this server."""
     served_bytes: list[int] = field(default_factory=list)
+    """Body bytes sent per GET, in order."""
+    hold_after: int | None = None
+    """Stop sending after this many body bytes of a GET, set ``holding`` and wait (up to
+    60 s) until ``release`` is set, then send the rest."""
+    holding: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
     chunk_delay_s: float = 0.0
     """A pause after each 64 KiB sent: a slow link, so a user can cancel mid-download."""
     ignore_range: bool = False
@@ -54,7 +63,6 @@ class HfHub:
     endless: bool = False
     """After the file, keep sending zero bytes (a chunked body with no end) until the
     client goes away (or 256 MiB, a safety stop for the test machine)."""
-    """Body bytes sent per GET, in order."""
 
     def handles(self, method: str, path: str) -> bool:
         return method in ("HEAD", "GET")
@@ -146,6 +154,13 @@ class HfHub:
             self.served_bytes[-1] += len(piece)
             if self.chunk_delay_s:
                 await asyncio.sleep(self.chunk_delay_s)
+            if self.hold_after is not None and sent >= self.hold_after:
+                self.hold_after = None
+                self.holding.set()
+                for _ in range(6000):  # 60 s at most
+                    if self.release.is_set():
+                        break
+                    await asyncio.sleep(0.01)
         await response.end()
 
     async def _serve_endlessly(

@@ -302,6 +302,10 @@ SMALL_MODEL = CatalogModel(
 )
 
 
+CHUNK_SENT_FIRST = 2**20
+"""What the stalled server sends before the disk fills: one of the download's writes."""
+
+
 @pytest.fixture
 def small_hub() -> Iterator[Hub]:
     responder = HfHub([SMALL_FILE])
@@ -374,6 +378,62 @@ def test_a_model_larger_than_the_small_disk_is_refused_before_a_byte(
         download_model(model, small_disk / "big.gguf", endpoint=small_hub.url)
     assert [r.method for r in small_hub.requests] == ["HEAD"]
     assert list(small_disk.iterdir()) == []
+
+
+def fill(path: Path) -> int:
+    """Another program (dd) writes zeros to ``path`` until the disk is full; returns the
+    bytes it kept."""
+    import subprocess
+
+    command = ["dd", "if=/dev/zero", f"of={path}", "bs=64k"]
+    dd = subprocess.run(command, check=False, capture_output=True, text=True)
+    assert dd.returncode != 0
+    assert "No space left on device" in dd.stderr, dd.stderr
+    return path.stat().st_size
+
+
+def test_a_disk_that_fills_during_the_download_is_named_and_only_the_partial_file_goes(
+    small_hub: Hub, small_disk: Path
+) -> None:
+    """The free-space check passes (3 MiB free for 2 MiB), then another program fills the
+    disk while the first MiB is on it and the server stalls: the next write fails with
+    ENOSPC. The partial file is deleted (it is no use on a full disk) and nothing else;
+    the message says the disk is full and does not offer a resume."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    theirs = small_disk / "other.gguf"  # the user's, there before the download
+    theirs.write_bytes(b"kept" * 25_000)
+    responder = small_hub.responder
+    responder.hold_after = CHUNK_SENT_FIRST
+    target = small_disk / SMALL_MODEL.filename
+    part = part_path(target)
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            running = pool.submit(download_model, SMALL_MODEL, target, endpoint=small_hub.url)
+            assert responder.holding.wait(30), "the download never started"
+            deadline = time.monotonic() + 30
+            while not (part.exists() and part.stat().st_size == CHUNK_SENT_FIRST):
+                assert time.monotonic() < deadline, "the first MiB never reached the disk"
+                assert not running.done(), running.exception()
+                time.sleep(0.01)
+            filler = small_disk / "filler"
+            filled = fill(filler)
+        finally:
+            responder.release.set()
+        error = running.exception(timeout=60)
+
+    assert isinstance(error, DownloadError), error
+    message = str(error)
+    assert f"{small_disk} is full" in message, message
+    assert "the partial file was deleted" in message, message
+    assert "resume" not in message, message
+    assert not part.exists()
+    assert not target.exists()
+    assert sorted(p.name for p in small_disk.iterdir()) == ["filler", "other.gguf"]
+    assert theirs.read_bytes() == b"kept" * 25_000
+    assert filler.stat().st_size == filled
+    assert responder.served_bytes[-1] > CHUNK_SENT_FIRST  # it failed on a write, not a read
 
 
 def test_a_slow_drip_is_stopped_by_the_overall_time_bound(small_hub: Hub, tmp_path: Path) -> None:
