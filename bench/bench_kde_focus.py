@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dbus_fast import BusType, Message
 from dbus_fast.aio import MessageBus
 
-from anyfill.daemon.wayland.atspi import AtspiFocus
+from anyfill.daemon.atspi.focus import AtspiFocus
 from anyfill.daemon.wayland.kwin import KWinFocus
 from tests.e2e.harness import QtTarget
 from tests.e2e.kde import UNUSABLE, KdeSession

@@ -55,6 +55,10 @@ class AccessibilityCapture:
         # the first query too (Mousepad's second window did not answer within the short wait).
         self._absent: dict[tuple[int, int], float] = {}
         self._answered: set[tuple[int, int]] = set()
+        self._kept: tuple[int, Any] = (0, None)
+        """The last capture's number and its focused node, for the window's other fields:
+        set and taken on the session's thread only (a libatspi object never leaves it)."""
+        self._captures = 0
 
     async def capture(self, target: Target, app: AppSettings) -> Captured:
         if target.pid is None:
@@ -63,10 +67,12 @@ class AccessibilityCapture:
         if self._absent.get(window, 0.0) > time.monotonic():
             raise CaptureError("the application exposes no text over AT-SPI (checked recently)")
         pid = target.pid
+        self._captures += 1
+        number = self._captures if app.read_fields else 0
         began = time.monotonic()
         try:
-            field, box, node = await self._session.call(
-                lambda atspi: _read(atspi, pid),
+            field, box = await self._session.call(
+                lambda atspi: self._read_keeping(atspi, pid, number),
                 TIMEOUT_S if window in self._answered else FIRST_TIMEOUT_S,
             )
         except TimeoutError as exc:
@@ -85,20 +91,41 @@ class AccessibilityCapture:
         captured = trimmed(
             field.prefix, field.suffix, target, "accessibility", self._config, caret=box
         )
-        fields = await self._other_fields(node, field.toolkit) if app.read_fields else ()
+        fields = await self._other_fields(number, field.toolkit) if number else ()
         if fields:  # the context sources decide what of them is sent
             captured = replace(captured, context=replace(captured.context, fields=fields))
         return captured
 
-    async def _other_fields(self, node: Any, toolkit: str) -> tuple[tuple[str, str], ...]:
+    def _read_keeping(self, atspi: Any, pid: int, number: int) -> tuple[Field, CaretRect | None]:
+        """:func:`_read`, on the session's thread; the node is kept there for capture
+        ``number`` (0: not kept). A newer capture's read drops an older one's node."""
+        self._kept = (0, None)
+        field, box, node = _read(atspi, pid)
+        if number:
+            self._kept = (number, node)
+        return field, box
+
+    def _take_kept(self, number: int) -> Any:
+        """Capture ``number``'s node, once (None when a newer capture replaced it)."""
+        kept, node = self._kept
+        if kept != number:
+            return None
+        self._kept = (0, None)
+        return node
+
+    async def _other_fields(self, number: int, toolkit: str) -> tuple[tuple[str, str], ...]:
         """The window's other text fields, in a call of their own after the capture: its
         walk stops at ``FIELDS_BUDGET_S`` on the session's thread, and a context source
         never fails (or slows past that) the press it serves."""
+
+        def walk(atspi: Any) -> tuple[tuple[str, str], ...]:
+            node = self._take_kept(number)
+            if node is None:
+                return ()
+            return window_text_fields(atspi, node, toolkit, budget_s=FIELDS_BUDGET_S)
+
         try:
-            return await self._session.call(
-                lambda atspi: window_text_fields(atspi, node, toolkit, budget_s=FIELDS_BUDGET_S),
-                FIELDS_BUDGET_S + TIMEOUT_S,
-            )
+            return await self._session.call(walk, FIELDS_BUDGET_S + TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - a dead node raises GLib errors of any kind
             log.info("the window's other fields were not read: %s", type(exc).__name__)
             return ()
@@ -117,7 +144,7 @@ class AccessibilityCapture:
             # The longer wait: the application is busy with the text just inserted, and a
             # read that gives up reports "sent ... could not be read back" for text that
             # landed.
-            field, _, _ = await self._session.call(lambda atspi: _read(atspi, pid), FIRST_TIMEOUT_S)
+            field = await self._session.call(lambda atspi: _read(atspi, pid)[0], FIRST_TIMEOUT_S)
         except (TimeoutError, CaptureError, NoAccessibility) as exc:
             log.info("reading the text back over AT-SPI failed: %s", exc or "no answer")
             return None

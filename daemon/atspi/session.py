@@ -3,7 +3,10 @@
 libatspi is not thread-safe, and it keeps process-wide state (its connection to the
 accessibility bus, one peer connection per application, a cache of the tree). Every call
 into it goes through :meth:`AtspiSession.call` (or :meth:`~AtspiSession.call_blocking`),
-which runs the work on the session's thread while holding its lock.
+which runs the work on the session's thread while holding its lock. libatspi's objects
+stay on that thread too: the last reference to one, dropped elsewhere, would run
+libatspi's dispose there. So a result that holds one is refused, and an exception raised
+by the work leaves its frames' locals behind on the thread.
 
 libatspi attaches its bus connection to GLib's *default* main context, and whatever
 iterates that context dispatches it: an application that closes is then disposed of on
@@ -21,6 +24,7 @@ import logging
 import os
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -91,7 +95,18 @@ class AtspiSession:
         with self._lock:
             self._connect()
             self._dispatch()
-            return work(self.atspi)
+            try:
+                result = work(self.atspi)
+            except BaseException as exc:
+                # The frames of the work hold the nodes it used: released here, not where
+                # the caller drops the exception.
+                _clear_frames(exc)
+                raise
+            if _holds_gobject(result):
+                name = type(result).__name__
+                del result  # its objects die here, on the session's thread
+                raise TypeError(f"an AT-SPI call returned a GObject (in a {name}): keep it here")
+            return result
 
     def _connect(self) -> None:
         """Once: check the bus (libatspi aborts the process with g_error when it cannot
@@ -118,6 +133,34 @@ class AtspiSession:
         for _ in range(MAX_DISPATCH):
             if not self._context.iteration(False):
                 return
+
+
+def _holds_gobject(value: object, depth: int = 3) -> bool:
+    """Whether ``value`` is a GObject or holds one in a tuple, list, set or dict."""
+    from gi.repository import GObject  # type: ignore[import-untyped, import-not-found, unused-ignore]
+
+    if isinstance(value, GObject.Object):
+        return True
+    if depth <= 0:
+        return False
+    if isinstance(value, dict):
+        value = [*value.keys(), *value.values()]
+    if isinstance(value, tuple | list | set | frozenset):
+        return any(_holds_gobject(item, depth - 1) for item in value)
+    return False
+
+
+def _clear_frames(exc: BaseException) -> None:
+    """The locals of every frame ``exc`` (and the exceptions it chains) went through."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        traceback.clear_frames(current.__traceback__)
+        pending += [current.__cause__, current.__context__]
 
 
 _shared: list[AtspiSession] = []
