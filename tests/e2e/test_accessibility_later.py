@@ -91,6 +91,13 @@ def test_accessibility_switched_on_while_running_is_used_without_a_restart(
         prepare(x, target, "first line\nHello world", 17)
         answer_next(responder, Reply(text="big "))
         outcome = press(x, daemon)
+        if outcome.status == "failed" and "press the hotkey again" in outcome.reason:
+            # A fresh daemon's first press into an app that answered its keys late (seen
+            # at load 11): nothing went in, and anyfill waits longer next time. The user
+            # presses again, as the message says.
+            assert target.state()["text"] == "first line\nHello world"
+            answer_next(responder, Reply(text="big "))
+            outcome = press(x, daemon)
         first_press = time.monotonic()
         assert (outcome.status, outcome.capture) == ("inserted", "keyboard"), outcome
 
