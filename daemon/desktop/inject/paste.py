@@ -29,6 +29,9 @@ QUIET_S = 0.05
 AFTER_FLOOR_S, AFTER_CAP_S = 0.1, 0.4
 """How long reads of the restored clipboard are watched for: the app's longest paste
 span seen, within these bounds."""
+CATCH_UP_S = 2.0
+"""How long a busy target may take to handle the events sent to it before the paste keys
+(its focus change above all); past it the keys go anyway, as they did before."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,10 @@ async def paste(
     """
     timings = timings or AppTimings()
     clipboard = desktop.clipboard
+    if reader is not None:
+        # Before the clipboard is taken: a busy target first handles what it was sent
+        # (its focus change above all), then gets the paste keys.
+        await desktop.windows.caught_up(reader, CATCH_UP_S)
     saved = await clipboard.snapshot("clipboard") if restore else None
     offer = await clipboard.offer("clipboard", ClipSnapshot.from_text(text), reader)
     offer.veto = veto
@@ -72,6 +79,7 @@ async def paste(
         offer.asked.clear()
         started = time.monotonic()
         await desktop.keys.press(paste_keys)
+        log.debug("paste keys %s sent", paste_keys)
         await first_set(offer.fetched, offer.refused, offer.lost, timeout_s=restore_timeout_s)
         if not offer.fetched.is_set():
             if offer.refused.is_set():
