@@ -21,6 +21,8 @@ class X11Windows:
 
     def __init__(self, conn: XConnection) -> None:
         self._conn = conn
+        self._silent: set[int] = set()
+        """Windows that left a ping unanswered: not waited for again."""
 
     def focused(self) -> Target | None:
         """The client window holding the input focus (the focus may sit on a child)."""
@@ -83,11 +85,14 @@ class X11Windows:
         the focus change and keys sent before. A busy program (a new window of a running
         Mousepad under load handled its focus change ~1 s late) would otherwise take
         our paste keys while it still thinks another window or nothing has the focus.
-        Windows that do not list the ping in WM_PROTOCOLS cannot tell: True at once.
+        Windows that do not list the ping in WM_PROTOCOLS cannot tell: True at once, as
+        for a window that once left a ping unanswered.
         """
         from Xlib import X, Xatom, error
         from Xlib.protocol import event as xevent
 
+        if window_id in self._silent:
+            return True
         conn = self._conn
         ping, protocols = conn.atom("_NET_WM_PING"), conn.atom("WM_PROTOCOLS")
         try:
@@ -121,7 +126,10 @@ class X11Windows:
             conn.flush()
             await asyncio.wait_for(answered, timeout_s)
         except TimeoutError:
+            # Hung, or it lists the ping without answering it: either way, the next
+            # presses do not wait for it again.
             log.info("window 0x%x did not answer a ping within %.1f s", window_id, timeout_s)
+            self._silent.add(window_id)
             return False
         finally:
             unsubscribe()
