@@ -38,6 +38,7 @@ from anyfill.daemon.desktop.context_sources import (
 from anyfill.daemon.desktop.hotkeys import Action
 from anyfill.daemon.desktop.inject.focus import ensure_focus
 from anyfill.daemon.desktop.inject.inserter import Inserter
+from anyfill.daemon.desktop.inject.paste import CATCH_UP_S
 from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Target
 from anyfill.daemon.desktop.preview import Look, PreviewController
 from anyfill.daemon.errors import (
@@ -328,6 +329,10 @@ class Pipeline:
         captured: Captured | None = None
         try:
             try:
+                # The app reports its focused field as it last handled the focus: let
+                # it catch up first, or a window it has not yet seen focused is read
+                # as another one (Mousepad's previous window) or as none.
+                await desktop.windows.caught_up(target.window_id, CATCH_UP_S)
                 captured = await _uninterrupted(capture(target, app, strategies))
                 # Keyboard capture always hands PRIMARY back; other strategies leave it
                 # alone, and a PRIMARY the app already owned cannot reveal a new selection.

@@ -208,6 +208,12 @@ class Windows(Protocol):
         """True/False where the platform can tell (accessibility), else None."""
         ...
 
+    async def caught_up(self, window_id: int, timeout_s: float) -> bool:
+        """Wait until the program of ``window_id`` has handled every input event sent to
+        it so far (a focus change, keys); False when it did not show that within
+        ``timeout_s``. True at once where the platform cannot tell."""
+        ...
+
 
 class PreviewInput(Protocol):
     """What a preview popup needs of the desktop: its keys, and the user's activity."""

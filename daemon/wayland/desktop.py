@@ -104,6 +104,9 @@ class WaylandWindows:
     def is_password_field(self, target: Target) -> bool | None:
         return None  # the accessibility capture tells
 
+    async def caught_up(self, window_id: int, timeout_s: float) -> bool:
+        return True  # no protocol asks an application whether it is idle
+
 
 class WaylandDesktop:
     """``async with WaylandDesktop(bindings, on_trigger) as desktop:``."""

@@ -497,6 +497,15 @@ class X11Clipboard:
                 ok = self._serve_multiple(event.requestor, prop, state)
             else:
                 ok = self._serve(event.requestor, target, prop, state)
+        log.debug(
+            "request %s for %s by 0x%x at %d (ours since %s): %s",
+            self._conn.atom_name(event.target),
+            self._conn.atom_name(event.selection),
+            event.requestor.id,
+            event.time,
+            state.since if state is not None else "-",
+            "served" if ok else "refused",
+        )
         notify = xevent.SelectionNotify(
             time=event.time,
             requestor=event.requestor,

@@ -29,6 +29,9 @@ QUIET_S = 0.05
 AFTER_FLOOR_S, AFTER_CAP_S = 0.1, 0.4
 """How long reads of the restored clipboard are watched for: the app's longest paste
 span seen, within these bounds."""
+CATCH_UP_S = 2.0
+"""How long a busy target may take to handle the events sent to it before the paste keys
+(its focus change above all); past it the keys go anyway, as they did before."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,10 @@ async def paste(
     """
     timings = timings or AppTimings()
     clipboard = desktop.clipboard
+    if reader is not None:
+        # Before the clipboard is taken: a busy target first handles what it was sent
+        # (its focus change above all), then gets the paste keys.
+        await desktop.windows.caught_up(reader, CATCH_UP_S)
     saved = await clipboard.snapshot("clipboard") if restore else None
     offer = await clipboard.offer("clipboard", ClipSnapshot.from_text(text), reader)
     offer.veto = veto
@@ -71,8 +78,10 @@ async def paste(
         offer.fetched.clear()
         offer.asked.clear()
         started = time.monotonic()
+        asked_before = offer.requests
         await desktop.keys.press(paste_keys)
-        await first_set(offer.fetched, offer.refused, offer.lost, timeout_s=restore_timeout_s)
+        log.debug("paste keys %s sent", paste_keys)
+        await _first_read(offer, asked_before, restore_timeout_s)
         if not offer.fetched.is_set():
             if offer.refused.is_set():
                 raise _refused()
@@ -108,6 +117,18 @@ async def paste(
             log.warning("the app read the restored clipboard %.0f ms after the keys", late * 1000)
             timings.note_paste(app, offer.fetches + 1, late)
     return Pasted(offer.fetches, late_read)
+
+
+async def _first_read(offer: Offer, asked_before: int, timeout_s: float) -> None:
+    """Wait for the target's read of the paste, a refusal or the clipboard taken. A target
+    that asked something meanwhile (TARGETS, its own formats) is pasting, only slowly (a
+    busy Mousepad asked within 0.3 s and read 1.3 s later): it gets the time once more,
+    as restoring now would hand it the user's clipboard to paste."""
+    await first_set(offer.fetched, offer.refused, offer.lost, timeout_s=timeout_s)
+    settled = offer.fetched.is_set() or offer.refused.is_set() or offer.lost.is_set()
+    if not settled and offer.requests > asked_before:
+        log.info("the application asked but has not read the paste yet; waiting on")
+        await first_set(offer.fetched, offer.refused, offer.lost, timeout_s=timeout_s)
 
 
 def _refused() -> SelectionAppeared:

@@ -143,12 +143,17 @@ class FakeKeys:
 class FakeWindows:
     def __init__(self, target: Target) -> None:
         self.target: Target | None = target
+        self.caught_up_calls: list[int] = []
 
     def focused(self) -> Target | None:
         return self.target
 
     def is_password_field(self, target: Target) -> bool | None:
         return None
+
+    async def caught_up(self, window_id: int, timeout_s: float) -> bool:
+        self.caught_up_calls.append(window_id)
+        return True
 
 
 def fake_desktop(target: Target) -> tuple[Desktop, FakeKeys, FakeClipboard, FakeWindows]:
