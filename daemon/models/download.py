@@ -235,8 +235,9 @@ def _download(
     try:
         _fetch(info.url, part, model.size, progress, time.monotonic() + limit)
     except (OSError, httpx.HTTPError, DownloadError) as exc:  # network, disk, what was served
-        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-            # The space is the user's: a partial file on a full disk is no help to them.
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            # The space is the user's: a partial file on a full disk (or a full quota) is
+            # no help to them.
             part.unlink(missing_ok=True)
             raise DownloadError(
                 f"the download of {model.name} stopped: {destination.parent} is full; the "
