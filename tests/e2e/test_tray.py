@@ -248,6 +248,11 @@ def tray_icon_spots(x: XSession, host: int) -> tuple[tuple[int, int], tuple[int,
     return (left + width // 2, top + height // 2), (x0 + icon // 5, y0 + icon // 5)
 
 
+def said(tray: Daemon) -> str:
+    """The daemon's last log lines, less the popup's drawing of each piece of text."""
+    return "\n".join(e for e in tray.log().splitlines()[-400:] if " characters" not in e)
+
+
 # A line far wider than the screen, judged prose (nothing of code in its last 400
 # characters) and judged code; each popup's text is drawn in a font of its own.
 LONG_LINES = {
@@ -291,7 +296,10 @@ def test_a_long_line_keeps_the_popup_within_its_share_of_the_screen(
         before = len(tray.outcomes())
         finals = tray.log().count(" characters (final)")
         press_preview(x, tray)
-        wait_until(lambda: tray.log().count(" characters (final)") > finals, 10, "the answer")
+        try:
+            wait_until(lambda: tray.log().count(" characters (final)") > finals, 10, "answer")
+        except TimeoutError:
+            raise AssertionError(said(tray)) from None
         time.sleep(0.3)  # the last text drawn and the window resized
         popup = x.run("xdotool", "search", "--onlyvisible", "--name", "anyfill preview").split()
         out = x.run("xdotool", "getwindowgeometry", "--shell", popup[0])
@@ -312,8 +320,7 @@ def test_a_long_line_keeps_the_popup_within_its_share_of_the_screen(
         x.key("ctrl+s")
         wait_until(lambda: path.stat().st_mtime_ns != saved, 5, "Mousepad to save")
         text = path.read_text(encoding="utf-8")
-        said = "\n".join(e for e in tray.log().splitlines()[-400:] if " characters" not in e)
-        assert text == f"{line}{completion}|\nend\n", text[:200] + "\n" + said
+        assert text == f"{line}{completion}|\nend\n", text[:200] + "\n" + said(tray)
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(10)
