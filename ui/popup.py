@@ -284,10 +284,10 @@ class PreviewPopup(QFrame):
         # with (879 px on a 1280 px screen, where 768 was the bound).
         wrap_at = width
         for _ in range(4):
-            lines = wrapped(runs, wrap_at, metrics)
-            body = "".join(self._run_html(kind, text) for kind, text in lines)
+            broken = wrapped(runs, wrap_at, metrics)
+            body = "".join(self._run_html(kind, text) for kind, text in broken)
             self._body.setText(f'<div style="white-space:pre">{body}</div>')
-            # Shaped text (kerning, a fallback font for a character) can be wider than the
+            # Shaped text (combining marks on their letters, kerning) can be wider than the
             # sum of the characters' widths: break again that much narrower.
             over = self._body.sizeHint().width() - width
             if over <= 0 or wrap_at <= metrics.averageCharWidth() * 8:
