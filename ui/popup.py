@@ -279,9 +279,20 @@ class PreviewPopup(QFrame):
         runs.append(("dim", after))
         # Broken into lines here, with the font's own widths: the label then shows exactly
         # these lines (a label that wraps by itself was given a height for other breaks,
-        # and its first line was cut off).
-        body = "".join(self._run_html(kind, text) for kind, text in wrapped(runs, width, metrics))
-        self._body.setText(f'<pre style="margin:0; white-space:pre">{body}</pre>')
+        # and its first line was cut off). A <div>, not a <pre>: a <pre> draws in a
+        # monospace family of its own, wider than the prose font the lines were measured
+        # with (879 px on a 1280 px screen, where 768 was the bound).
+        wrap_at = width
+        for _ in range(4):
+            broken = wrapped(runs, wrap_at, metrics)
+            body = "".join(self._run_html(kind, text) for kind, text in broken)
+            self._body.setText(f'<div style="white-space:pre">{body}</div>')
+            # Shaped text (combining marks on their letters, kerning) can be wider than the
+            # sum of the characters' widths: break again that much narrower.
+            over = self._body.sizeHint().width() - width
+            if over <= 0 or wrap_at <= metrics.averageCharWidth() * 8:
+                break
+            wrap_at -= over
         for label in (self._header, self._hint):
             # One line while it fits; a long one (a backend's error) wraps within the width.
             label.setWordWrap(False)

@@ -255,7 +255,7 @@ class PreviewController:
             caret=caret,
             line_before=context.prefix.rsplit("\n", 1)[-1][-LINE_CONTEXT_CHARS:],
             line_after=context.suffix.split("\n", 1)[0][:LINE_CONTEXT_CHARS],
-            monospace=looks_like_code(context.prefix[-400:] + context.suffix[:200]),
+            monospace=context_looks_like_code(context.prefix, context.suffix),
             keys=tuple((name, str(hotkey)) for name, hotkey in bindings.items()),
             screen=screen,
             hint=TRIGGER_HINT if session.trigger_accepts else "",
@@ -494,6 +494,14 @@ def _with_error(session: _Session, reason: str) -> str:
 def looks_like_code(text: str) -> bool:
     """Monospace for code: indentation, brackets or keywords near the caret."""
     return sum(hint in text for hint in _CODE_HINTS) >= 2
+
+
+def context_looks_like_code(prefix: str, suffix: str) -> bool:
+    """The text near the caret, and the start of the caret's line: on a very long line of
+    code the 400 characters before the caret may hold no bracket or keyword
+    (``... + weights[39] * values[39]``) while its indentation and ``=`` are further back."""
+    line_start = prefix.rsplit("\n", 1)[-1][:80]
+    return looks_like_code(line_start + "\n" + prefix[-400:] + suffix[:200])
 
 
 def _nothing() -> None:

@@ -125,7 +125,7 @@ def press_preview(x: XSession, tray: Daemon) -> int:
     shown = tray.log().count(" shown at ")
     x.key(PREVIEW)
     wait_until(lambda: tray.log().count(" shown at ") > shown, 10, "the popup to open")
-    wait_until(lambda: popup_visible(x), 5, "the popup window to be mapped")
+    wait_until(lambda: popup_visible(x), 15, "the popup window to be mapped")
     return shown + 1
 
 
@@ -246,6 +246,84 @@ def tray_icon_spots(x: XSession, host: int) -> tuple[tuple[int, int], tuple[int,
     icon = min(width, height) - 2
     x0, y0 = left + (width - icon) // 2, top + (height - icon) // 2
     return (left + width // 2, top + height // 2), (x0 + icon // 5, y0 + icon // 5)
+
+
+def said(tray: Daemon) -> str:
+    """The daemon's last log lines, less the popup's drawing of each piece of text."""
+    return "\n".join(e for e in tray.log().splitlines()[-400:] if " characters" not in e)
+
+
+# A line far wider than the screen, judged prose (nothing of code in its last 400
+# characters) and judged code; each popup's text is drawn in a font of its own.
+LONG_LINES = {
+    "prose": (
+        "Notes: "
+        + " and then ".join(f"the weight of stone {n} times its value" for n in range(25)),
+        "".join(f" and the bias of stone {n}" for n in range(30)),
+    ),
+    "code": (
+        "    total = " + " + ".join(f"weight({n}) * value({n})" for n in range(40)),
+        " + ".join(f"bias({n})" for n in range(30)),
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LONG_LINES))
+def test_a_long_line_keeps_the_popup_within_its_share_of_the_screen(
+    x: XSession, tray: Daemon, llama: tuple[LlamaCpp, LoopbackServer], kind: str
+) -> None:
+    """On a real X server the popup over a very long line was 879 px wide on a 1280 px
+    screen (the bound is 60 %, 768 px) and ran off its right edge: the lines were measured
+    in the prose font and drawn in a monospace one."""
+    from anyfill.ui.popup import MAX_WIDTH_FRACTION
+
+    line, completion = LONG_LINES[kind]
+    path = x.workdir / f"long{next(_docs)}.txt"
+    path.write_text(f"{line}\nend\n", encoding="utf-8")
+    process = x.spawn([*MOUSEPAD, "--line=1", f"--column={len(line)}", str(path)], "long.log")
+    try:
+        wid = x.find_window("mousepad")
+        x.run("xdotool", "windowsize", str(wid), "760", "420")
+        x.run("xdotool", "windowmove", str(wid), "500", "70")  # the popup would run off
+        x.focus(wid)
+        # The caret at the end of line 1 for sure: once the file is in (its name in the
+        # title), as Mousepad's --column put it, or at the start when it was placed early.
+        name = lambda: x.run("xdotool", "getwindowname", str(wid), check=False)  # noqa: E731
+        wait_until(lambda: path.name in name(), 10, "Mousepad to load the file")
+        x.key("ctrl+Home", "End")
+        responder, _server = llama
+        answer_next(responder, Reply(text=completion, chunk_delay_s=0.01))
+        before = len(tray.outcomes())
+        finals = tray.log().count(" characters (final)")
+        press_preview(x, tray)
+        try:
+            wait_until(lambda: tray.log().count(" characters (final)") > finals, 10, "answer")
+        except TimeoutError:
+            raise AssertionError(said(tray)) from None
+        time.sleep(0.3)  # the last text drawn and the window resized
+        popup = x.run("xdotool", "search", "--onlyvisible", "--name", "anyfill preview").split()
+        out = x.run("xdotool", "getwindowgeometry", "--shell", popup[0])
+        g = {k: int(v) for k, v in (f.split("=", 1) for f in out.split()) if k != "WINDOW"}
+        if SCREENSHOTS:
+            x.run("import", "-window", "root", str(Path(SCREENSHOTS) / f"long-{kind}.png"))
+        assert g["WIDTH"] <= int(1280 * MAX_WIDTH_FRACTION), g
+        assert g["WIDTH"] > 1280 * MAX_WIDTH_FRACTION * 0.8, g  # the room is used: it wraps
+        assert g["X"] >= 0, g
+        assert g["X"] + g["WIDTH"] <= 1280, g
+        assert g["Y"] >= 0, g
+        assert g["Y"] + g["HEIGHT"] <= 800, g
+        x.key("Tab", clear=False)
+        outcome = next_outcome(tray, before)
+        assert (outcome.status, outcome.app) == ("inserted", "Mousepad"), outcome
+        x.key("bar", clear=False)
+        saved = path.stat().st_mtime_ns
+        x.key("ctrl+s")
+        wait_until(lambda: path.stat().st_mtime_ns != saved, 5, "Mousepad to save")
+        text = path.read_text(encoding="utf-8")
+        assert text == f"{line}{completion}|\nend\n", text[:200] + "\n" + said(tray)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(10)
 
 
 def test_the_tray_icon_follows_the_state_and_its_menu_opens(

@@ -1,6 +1,8 @@
 """The wheel with its ``local`` extra, as a user without a compiler installs it (issue #25):
-a fresh venv, a fresh home, no llama-server anywhere, and ``anyfill model use FILE.gguf``
-gives a completion through the prebuilt runtime (xllamacpp from PyPI). Under the daemon the
+a fresh venv installed from wheels only with no compiler to reach (``cc``, ``gcc``,
+``cmake``... and ``CC``/``CXX`` are programs that fail and are told on), a fresh home, no
+llama-server anywhere, and ``anyfill model use FILE.gguf`` gives a completion through the
+prebuilt runtime (xllamacpp from PyPI). Under the daemon the
 runtime is supervised like llama-server: it answers only with anyfill's key, comes back
 after a SIGKILL, and stops with the daemon.
 
@@ -46,14 +48,41 @@ pytestmark = [
 ]
 
 
+# What a build of a C/C++ extension or of llama.cpp would run. Under the install each one
+# is a program that notes it was called and fails.
+COMPILERS = ("cc", "gcc", "c++", "g++", "clang", "clang++", "cmake", "make", "ninja", "ld")
+
+
+def no_compiler(where: Path) -> tuple[dict[str, str], Path]:
+    """An environment in which nothing can be compiled: PATH holds only the venv and
+    ``where``, whose ``cc``, ``gcc``, ``cmake``... write their name to the returned file and
+    fail, and ``CC``/``CXX`` (which build tools prefer to PATH) are such programs too."""
+    calls = where / "calls"
+    where.mkdir()
+    for name in COMPILERS:
+        shim = where / name
+        shim.write_text(f'#!/bin/sh\necho "{name} $*" >> "{calls}"\nexit 1\n')
+        shim.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in {"CFLAGS", "CXXFLAGS", "LDFLAGS"}}
+    env.update(PATH=str(where), CC=str(where / "cc"), CXX=str(where / "c++"))
+    return env, calls
+
+
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with only ``anyfill[local]`` from the built wheel."""
+    """A fresh venv with only ``anyfill[local]`` from the built wheel, installed from
+    wheels only (``--only-binary=:all:``: a package with no wheel for this machine fails
+    the install instead of being built) and with no compiler to reach."""
     wheel = only((REPO / OUT).resolve(), "anyfill-*.whl")
-    where = tmp_path_factory.mktemp("local-venv") / "venv"
+    base = tmp_path_factory.mktemp("local-venv")
+    where = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, timeout=120)
+    env, calls = no_compiler(base / "no-compiler")
+    env["PATH"] = f"{where / 'bin'}:{env['PATH']}"
+    for name in ("cc", "gcc", "g++", "cmake"):
+        assert shutil.which(name, path=env["PATH"]) == str(base / "no-compiler" / name)
     started = time.monotonic()
-    subprocess.run(
+    installed = subprocess.run(
         [
             str(where / "bin" / "python"),
             "-m",
@@ -61,11 +90,17 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "install",
             "-q",
             "--disable-pip-version-check",
+            "--only-binary=:all:",
             f"anyfill[local] @ {wheel.as_uri()}",
         ],
-        check=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
         timeout=900,
     )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert not calls.exists(), calls.read_text()  # nothing tried to compile
     print(f"pip install anyfill[local]: {time.monotonic() - started:.1f} s")
     return where
 

@@ -21,7 +21,11 @@ from anyfill.daemon.desktop.capture.base import Captured
 from anyfill.daemon.desktop.hotkeys import Hotkey
 from anyfill.daemon.desktop.pipeline import Outcome, Pipeline
 from anyfill.daemon.desktop.ports import Target
-from anyfill.daemon.desktop.preview import PreviewController, looks_like_code
+from anyfill.daemon.desktop.preview import (
+    PreviewController,
+    context_looks_like_code,
+    looks_like_code,
+)
 from anyfill.daemon.errors import BackendUnavailable
 from tests.unit.desktop.fakes import fake_desktop
 from tests.unit.desktop.test_pipeline import EDITOR, FixedCapture
@@ -322,6 +326,16 @@ async def test_insert_mode_preview_turns_the_complete_hotkey_into_a_preview() ->
 def test_code_is_shown_in_monospace_prose_is_not() -> None:
     assert looks_like_code("def f(x):\n    return x + 1")
     assert not looks_like_code("Dear team, thanks for the notes")
+
+
+def test_a_long_line_of_code_is_judged_by_its_start_too() -> None:
+    """The 400 characters before the caret on this line hold nothing of code; its start
+    (the indentation and the ``=``) does. The same length of prose stays prose."""
+    code = "    total = " + " + ".join(f"weights[{n}] * values[{n}]" for n in range(40))
+    assert not looks_like_code(code[-400:])
+    assert context_looks_like_code(f"def score(weights, values, bias):\n{code}", "\n")
+    prose = "Notes: " + " and then ".join(f"the weight of stone {n}" for n in range(40))
+    assert not context_looks_like_code(f"Dear team,\n{prose}", "\n")
 
 
 async def test_a_failed_backend_is_shown_and_named_when_the_preview_closes() -> None:

@@ -180,7 +180,7 @@ def test_why_the_core_stopped_becomes_a_problem_with_a_fix() -> None:
     assert problem_of(AttemptFinished("r", "x", "ok"), {}) is None
 
 
-def test_diagnostics_run_the_doctor_on_the_core_loop_and_show_each_fix(
+def test_diagnostics_list_the_doctors_findings_and_fail_the_backend_nothing_answers(
     tray_app: TrayApp, qtbot: QtBot
 ) -> None:
     tray_app.windows.show_diagnostics()
