@@ -205,5 +205,6 @@ def test_the_listener_is_registered_only_while_suggestions_are_on_and_not_paused
         wait_unregistered(a11y, pid, "once the setting is off again")
         stays_unregistered(a11y, pid)
     finally:
-        daemon.stop()
+        stopped = daemon.stop()
+    assert stopped == 0
     assert "Traceback" not in daemon.log(), daemon.log()[-3000:]
