@@ -143,10 +143,18 @@ def wait_unregistered(x: XSession, pid: int, what: str) -> None:
 
 @pytest.fixture
 def tray_host(a11y: XSession) -> Iterator[int]:
-    host = a11y.spawn([*TRAYER, "--tint", "0xe5e7eb"], "trayer-listener.log")
-    yield a11y.find_window("trayer")
-    os.killpg(host.pid, signal.SIGTERM)
-    host.wait(10)
+    log = "trayer-listener.log"
+    host = a11y.spawn([*TRAYER, "--tint", "0xe5e7eb", "--transparent", "true", "--alpha", "0"], log)
+    try:
+        try:
+            window = a11y.find_window("trayer")
+        except TimeoutError as exc:
+            said = (a11y.workdir / log).read_text(errors="replace")
+            raise TimeoutError(f"{exc}; trayer exited {host.poll()}, said: {said!r}") from None
+        yield window
+    finally:
+        os.killpg(host.pid, signal.SIGTERM)
+        host.wait(10)
 
 
 def tray_menu_item(x: XSession, host: int, downs: int) -> None:
