@@ -12,6 +12,7 @@ reloads it), the tray's one-click pause of suggestions, and ``anyfill pause``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -153,7 +154,8 @@ def tray_host(a11y: XSession) -> Iterator[int]:
             raise TimeoutError(f"{exc}; trayer exited {host.poll()}, said: {said!r}") from None
         yield window
     finally:
-        os.killpg(host.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # it may have exited on its own
+            os.killpg(host.pid, signal.SIGTERM)
         host.wait(10)
 
 
