@@ -144,15 +144,23 @@ def wait_unregistered(x: XSession, pid: int, what: str) -> None:
 
 @pytest.fixture
 def tray_host(a11y: XSession) -> Iterator[int]:
+    """trayer, the tray host (not ours). 3 times in 46 runs on the loaded machine it exited
+    at once with 'cannot open display' (cause not found): then it is started once more."""
     log = "trayer-listener.log"
-    host = a11y.spawn([*TRAYER, "--tint", "0xe5e7eb", "--transparent", "true", "--alpha", "0"], log)
+    args = [*TRAYER, "--tint", "0xe5e7eb", "--transparent", "true", "--alpha", "0"]
+    host = a11y.spawn(args, log)
     try:
         try:
+            window = a11y.find_window("trayer", within=5)
+        except TimeoutError:
+            if host.poll() is None:
+                raise
+            host = a11y.spawn(args, log)
             window = a11y.find_window("trayer")
-        except TimeoutError as exc:
-            said = (a11y.workdir / log).read_text(errors="replace")
-            raise TimeoutError(f"{exc}; trayer exited {host.poll()}, said: {said!r}") from None
         yield window
+    except TimeoutError as exc:
+        said = (a11y.workdir / log).read_text(errors="replace")
+        raise TimeoutError(f"{exc}; trayer exited {host.poll()}, said: {said!r}") from None
     finally:
         with contextlib.suppress(ProcessLookupError):  # it may have exited on its own
             os.killpg(host.pid, signal.SIGTERM)
