@@ -139,18 +139,22 @@ def start_in_qt(
     x: XSession, qt: QtTarget, text: str, responder: LlamaCpp, caret: int | None = None
 ) -> None:
     """The target holding ``text``, the caret at its end, nothing suggested."""
-    qt.set(text, len(text) if caret is None else caret)
-    quiet(x, responder, lambda: x.focus(qt.wid))
+
+    def fill() -> None:
+        qt.set(text, len(text) if caret is None else caret)
+        x.focus(qt.wid)
+
+    quiet(x, responder, fill)
 
 
-def quiet(x: XSession, responder: LlamaCpp, focus: Callable[[], None]) -> None:
-    """Focus the editor just filled and let it settle: filling it is a text change like
-    typing, so a suggestion may follow it after the pause; it is let come (with the
+def quiet(x: XSession, responder: LlamaCpp, fill: Callable[[], None]) -> None:
+    """``fill`` the editor and focus it, then let it settle: filling it is a text change
+    like typing, so a suggestion may follow it after the pause; it is let come (with the
     backend's default answer, the test's own kept for later) and dismissed, so the
     test's typing starts from a quiet field."""
     kept = list(responder.queue)
     responder.queue.clear()
-    focus()
+    fill()
     x.set_clipboard(USER_CLIP)
     time.sleep(1.2)  # longer than the longest pause (1000 ms) and the stub's answer
     if ghost_windows(x):
@@ -232,11 +236,15 @@ class MousepadEditor:
         self.path.write_text(text + "\n", encoding="utf-8")
         line, column = text.count("\n") + 1, len(text.rsplit("\n", 1)[-1])
         place = [f"--line={line}", f"--column={column}"]
-        self.process = self.x.spawn(
-            ["mousepad", "--disable-server", *place, str(self.path)], "mousepad.log"
-        )
-        self.wid = self.x.find_window("mousepad")
-        quiet(self.x, self.responder, lambda: self.x.focus(self.wid))
+
+        def fill() -> None:
+            self.process = self.x.spawn(
+                ["mousepad", "--disable-server", *place, str(self.path)], "mousepad.log"
+            )
+            self.wid = self.x.find_window("mousepad")
+            self.x.focus(self.wid)
+
+        quiet(self.x, self.responder, fill)
 
     def text(self) -> str:
         self.x.focus(self.wid)
