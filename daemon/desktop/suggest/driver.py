@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from anyfill.config.model import Settings, is_local_backend
@@ -118,12 +119,22 @@ class Suggester:
                 self._ignored = event.pid
                 log.debug("text events of pid %d: not the focused application", event.pid)
             return
-        if self._field != (event.sender, event.path) or self._target != target:
+        where = (event.sender, event.path)
+        if self._field != where or self._target is None or not _same_window(self._target, target):
             self._forget()
             app = self._app_settings(target)
             if app is None:
                 return
-            self._field, self._target, self._app = (event.sender, event.path), target, app
+            self._field, self._target, self._app = where, target, app
+        elif target != self._target:
+            # The same field under a new title (an editor marks its document modified at the
+            # first key after a save): the rules are matched again, since a rule may match
+            # titles, but the user's rhythm and the suggestion on screen stay (type-through).
+            app = self._app_settings(target)
+            if app is None:
+                self._forget()
+                return
+            self._target, self._app = target, app
         if event.kind == "insert":
             rest = self.trigger.inserted(event.offset, event.text)
             if rest is not None:
@@ -258,6 +269,11 @@ class Suggester:
         app = self._app.backends if self._app is not None else ()
         names = settings.suggestion_chain(app)
         return all(is_local_backend(settings.backend(name)) for name in names)
+
+
+def _same_window(one: Target, other: Target) -> bool:
+    """The same window of the same program; its title may have changed."""
+    return replace(one, title="") == replace(other, title="")
 
 
 class _ReadBack:

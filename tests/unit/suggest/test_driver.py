@@ -4,10 +4,14 @@ must not count as the newer's (or a key typed next would not cancel the newer re
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from anyfill.config.model import AppRule
 from anyfill.daemon.context import CaretRect
 from anyfill.daemon.desktop.suggest.driver import Suggester
-from anyfill.daemon.desktop.suggest.listener import FieldRead
+from anyfill.daemon.desktop.suggest.listener import FieldRead, TextEvent
 from anyfill.daemon.desktop.suggest.rules import Field
+from anyfill.daemon.desktop.suggest.typethrough import Shown
 from tests.unit.desktop.test_pipeline import EDITOR
 from tests.unit.desktop.test_preview import rig, wait_for
 from tests.unit.suggest.test_pipeline_suggest import APP
@@ -58,3 +62,41 @@ async def test_a_suggestion_dismissed_with_esc_does_not_come_back_by_type_throug
     r.port.press("dismiss")
     await wait_for(lambda: suggester.trigger.typethrough.shown is None)
     assert suggester.trigger.inserted(6, "b") is None  # asked anew, not brought back
+
+
+async def test_a_new_window_title_keeps_type_through_and_a_title_rule_still_applies() -> None:
+    """Mousepad puts '*' before its title at the first key after a save: the suggestion
+    asked after that key must still be typed through (it was forgotten, and asked anew,
+    in the E2E test). A rule that matches the new title still turns suggestions off."""
+    r = rig()
+    r.completer.step.set()
+    live = r.pipeline._read_settings()
+    live.suggestions.auto = True
+    live.insert.apps = [AppRule(title="secret", suggest=False)]
+    editor = replace(EDITOR, pid=4242, title="notes.txt - Mousepad")
+    r.windows.target = editor
+    suggester = Suggester(lambda: live, r.pipeline, r.pipeline._desktop, r.completer)
+    source = FakeSource(FieldRead(Field("Hello ", ""), 6, CaretRect(10, 10, 1, 16)))
+    suggester._source = source  # type: ignore[assignment]
+
+    def typed(text: str, field: str) -> None:
+        """``text`` typed, the field then holding ``field`` with the caret at its end."""
+        source.result = FieldRead(Field(field, ""), len(field), CaretRect(10, 10, 1, 16))
+        at = len(field) - len(text)
+        suggester._on_event(TextEvent("insert", ":1.9", "/field", 4242, at, text))
+
+    typed(" ", "Hello ")
+    r.windows.target = replace(editor, title="*notes.txt - Mousepad")  # just after the key
+    suggester.trigger._fire()  # the user paused
+    await wait_for(lambda: suggester.trigger.typethrough.shown is not None)
+    assert suggester.trigger.typethrough.shown == Shown(6, "big brown ")
+
+    typed("b", "Hello b")
+    assert suggester.trigger.typethrough.shown == Shown(7, "ig brown ")
+    await wait_for(lambda: source.reads == 2)  # the rest is read to be shown
+    assert len(r.completer.requests) == 1  # nothing asked anew
+
+    r.windows.target = replace(editor, title="*secret.txt - Mousepad")
+    typed("i", "Hello bi")
+    assert suggester.trigger.typethrough.shown is None
+    assert suggester._field is None  # forgotten: no suggestions in this window now
