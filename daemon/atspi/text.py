@@ -79,12 +79,26 @@ class Field:
         return len(self.text)
 
 
+STABLE_READS = 5
+"""Reads of a field whose length keeps changing before its last read is taken as it is."""
+
+
 def read_field(atspi: Any, node: Any, toolkit: str) -> Field:
-    """The whole text and the caret of ``node``; a negative caret is -1."""
+    """The whole text and the caret of ``node``; a negative caret is -1.
+
+    The app may be taking keys meanwhile (a typed insertion being read back): a caret read
+    after more keys landed is past what the text read before holds, and its prefix would
+    end in suffix characters. So the read is taken again while the length changed under it.
+    """
     count = int(atspi.Text.get_character_count(node))
-    # get_text counts in the toolkit's unit too: (0, count) is the whole text in each.
-    text = str(atspi.Text.get_text(node, 0, count) or "")
-    offset = int(atspi.Text.get_caret_offset(node))
+    for _attempt in range(STABLE_READS):
+        # get_text counts in the toolkit's unit too: (0, count) is the whole text in each.
+        text = str(atspi.Text.get_text(node, 0, count) or "")
+        offset = int(atspi.Text.get_caret_offset(node))
+        count, read = int(atspi.Text.get_character_count(node)), count
+        if count == read:
+            break
+    count = read
     unit = measured_unit(text, count, toolkit)
     probe = Field(text, 0, unit, toolkit)
     return Field(text, probe.index(offset) if offset >= 0 else -1, unit, toolkit, count)
