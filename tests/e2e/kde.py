@@ -17,7 +17,6 @@ import itertools
 import json
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -258,40 +257,3 @@ async def _call(
     assert reply is not None
     assert reply.message_type == MessageType.METHOD_RETURN, reply.body
     return reply
-
-
-# -- AT-SPI, as any assistive technology sees it ---------------------------------------------
-
-_FOCUSED_TEXT = """
-import sys, time
-import gi
-gi.require_version("Atspi", "2.0")
-from gi.repository import Atspi
-pid, deadline = int(sys.argv[1]), time.monotonic() + float(sys.argv[2])
-while time.monotonic() < deadline:
-    desktop = Atspi.get_desktop(0)
-    for i in range(desktop.get_child_count()):
-        app = desktop.get_child_at_index(i)
-        if app is None or app.get_process_id() != pid:
-            continue
-        queue, seen = [app], 0
-        while queue and seen < 500:
-            node = queue.pop(0)
-            seen += 1
-            states = node.get_state_set()
-            if states.contains(Atspi.StateType.FOCUSED) and "Text" in node.get_interfaces():
-                print("ready")
-                sys.exit(0)
-            queue.extend(node.get_child_at_index(k) for k in range(node.get_child_count()))
-    time.sleep(0.1)
-print("not ready")
-"""
-
-
-def wait_accessible(session: WaylandSession, pid: int, within: float = 10) -> None:
-    """Until the app at ``pid`` shows its focused text field over AT-SPI. Qt builds its
-    accessibility tree on the first question; asked first by the test, the daemon's own
-    capture then finds it ready (else it falls back to the keyboard capture)."""
-    out = session.run(sys.executable, "-c", _FOCUSED_TEXT, str(pid), str(within),
-                      timeout=within + 10)  # fmt: skip
-    assert "ready" in out.split(), out

@@ -23,8 +23,8 @@ import pytest
 from anyfill.daemon.wayland.kwin import PLUGIN, KWinFocus, window_target
 from tests.e2e.conftest import FIGURES, REPEAT, Tally
 from tests.e2e.harness import Daemon, Outcome, QtTarget, daemon_config, wait_until
-from tests.e2e.kde import UNUSABLE, KdeSession, press_keys, wait_accessible
-from tests.e2e.wayland import Editor
+from tests.e2e.kde import UNUSABLE, KdeSession, press_keys
+from tests.e2e.wayland import Editor, wait_accessible
 from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
 from tests.servers.script import Reply

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from tests.e2e.harness import Daemon, QtTarget, daemon_config, wait_until
-from tests.e2e.kde import UNUSABLE, KdeSession, wait_accessible
+from tests.e2e.kde import UNUSABLE, KdeSession
 from tests.e2e.test_kde_popup import WINDOW, kde, kwin_windows, move
+from tests.e2e.wayland import wait_accessible
 from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
 from tests.servers.script import Reply

@@ -15,7 +15,7 @@ import pytest
 from tests.e2e.harness import Daemon, QtTarget, daemon_config, wait_until
 from tests.e2e.test_wayland import USER_CLIP, answer, infill, trigger
 from tests.e2e.unicode_cases import CASES, sent_since, tally, utf16
-from tests.e2e.wayland import UNUSABLE, Editor, WaylandSession, open_mousepad
+from tests.e2e.wayland import UNUSABLE, Editor, WaylandSession, open_mousepad, wait_accessible
 from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
 from tests.servers.script import Reply
@@ -44,6 +44,9 @@ def qt(wl: WaylandSession) -> Iterator[QtTarget]:
     known = {n.get("id") for n in wl.windows()}
     target = QtTarget(wl, "anyfill-wl-unicode-qt")  # type: ignore[arg-type]
     wait_until(lambda: wl.focused_window().get("id") not in known | {None}, 20, "the Qt window")
+    # Focused in sway is not yet focused over AT-SPI: a busy Qt app builds its tree and
+    # reports the focused field later, and a press before that finds no text field.
+    wait_accessible(wl, target.process.pid, 20)
     yield target
     target.close()
 
