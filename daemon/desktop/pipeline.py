@@ -332,7 +332,7 @@ class Pipeline:
                 # The app reports its focused field as it last handled the focus: let
                 # it catch up first, or a window it has not yet seen focused is read
                 # as another one (Mousepad's previous window) or as none.
-                await desktop.windows.caught_up(target.window_id, CATCH_UP_S)
+                await desktop.windows.ping(target.window_id, CATCH_UP_S)
                 captured = await _uninterrupted(capture(target, app, strategies))
                 # Keyboard capture always hands PRIMARY back; other strategies leave it
                 # alone, and a PRIMARY the app already owned cannot reveal a new selection.

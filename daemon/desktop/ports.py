@@ -208,10 +208,10 @@ class Windows(Protocol):
         """True/False where the platform can tell (accessibility), else None."""
         ...
 
-    async def caught_up(self, window_id: int, timeout_s: float) -> bool:
+    async def ping(self, window_id: int, timeout_s: float) -> bool | None:
         """Wait until the program of ``window_id`` has handled every input event sent to
-        it so far (a focus change, keys); False when it did not show that within
-        ``timeout_s``. True at once where the platform cannot tell."""
+        it so far (a focus change, keys): True once it showed that, False when it did not
+        within ``timeout_s``, None at once where the window or platform cannot tell."""
         ...
 
 

@@ -104,8 +104,8 @@ class WaylandWindows:
     def is_password_field(self, target: Target) -> bool | None:
         return None  # the accessibility capture tells
 
-    async def caught_up(self, window_id: int, timeout_s: float) -> bool:
-        return True  # no protocol asks an application whether it is idle
+    async def ping(self, window_id: int, timeout_s: float) -> bool | None:
+        return None  # no protocol asks an application whether it is idle
 
 
 class WaylandDesktop:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from anyfill.daemon.desktop.ports import Target
@@ -14,6 +16,8 @@ from anyfill.daemon.x11.connection import XConnection
 log = logging.getLogger("anyfill.x11.windows")
 
 MAX_DEPTH = 16
+MAX_KNOWN = 512
+"""Windows whose WM_PROTOCOLS are remembered at most."""
 
 
 class X11Windows:
@@ -23,6 +27,12 @@ class X11Windows:
         self._conn = conn
         self._silent: set[int] = set()
         """Windows that left a ping unanswered: not waited for again."""
+        self._pingable: dict[int, bool] = {}
+        """Per window: whether it lists the ping in WM_PROTOCOLS."""
+        self._waiting = 0
+        """Pings waiting for their answer now."""
+        self._root_mask = 0
+        """The root window's event mask as it was before the first waiting ping."""
 
     def focused(self) -> Target | None:
         """The client window holding the input focus (the focus may sit on a child)."""
@@ -76,7 +86,7 @@ class X11Windows:
     def is_password_field(self, target: Target) -> bool | None:
         return None  # X11 itself cannot tell; the accessibility strategy can
 
-    async def caught_up(self, window_id: int, timeout_s: float) -> bool:
+    async def ping(self, window_id: int, timeout_s: float) -> bool | None:
         """Ping the window (EWMH ``_NET_WM_PING``) and wait for its answer.
 
         A toolkit answers a ping when it reads it off its connection, after every event
@@ -85,25 +95,16 @@ class X11Windows:
         the focus change and keys sent before. A busy program (a new window of a running
         Mousepad under load handled its focus change ~1 s late) would otherwise take
         our paste keys while it still thinks another window or nothing has the focus.
-        Windows that do not list the ping in WM_PROTOCOLS cannot tell: True at once, as
-        for a window that once left a ping unanswered.
+        None at once for windows that do not list the ping in WM_PROTOCOLS, and for a
+        window that once left a ping unanswered.
         """
-        from Xlib import X, Xatom, error
+        from Xlib import X
         from Xlib.protocol import event as xevent
 
-        if window_id in self._silent:
-            return True
+        if window_id in self._silent or not self._lists_ping(window_id):
+            return None
         conn = self._conn
         ping, protocols = conn.atom("_NET_WM_PING"), conn.atom("WM_PROTOCOLS")
-        try:
-            window = conn.display.create_resource_object("window", window_id)
-            listed = window.get_full_property(protocols, Xatom.ATOM)
-            if listed is None or ping not in list(listed.value):
-                return True
-            mask = int(conn.root.get_attributes().your_event_mask)
-        except error.XError as exc:
-            log.debug("the window to ping vanished: %s", exc)
-            return True
         stamp = await conn.server_time()
         answered = asyncio.get_running_loop().create_future()
 
@@ -115,16 +116,16 @@ class X11Windows:
                 answered.set_result(True)
 
         unsubscribe = conn.on(X.ClientMessage, on_message)
-        # The answer goes to the root window, to those who listen for its children.
-        conn.root.change_attributes(event_mask=mask | X.SubstructureNotifyMask)
         began = time.monotonic()
         try:
-            message = xevent.ClientMessage(
-                window=window, client_type=protocols, data=(32, [ping, stamp, window_id, 0, 0])
-            )
-            window.send_event(message, event_mask=X.NoEventMask)
-            conn.flush()
-            await asyncio.wait_for(answered, timeout_s)
+            with self._hearing_answers():
+                window = conn.display.create_resource_object("window", window_id)
+                message = xevent.ClientMessage(
+                    window=window, client_type=protocols, data=(32, [ping, stamp, window_id, 0, 0])
+                )
+                window.send_event(message, event_mask=X.NoEventMask)
+                conn.flush()
+                await asyncio.wait_for(answered, timeout_s)
         except TimeoutError:
             # Hung, or it lists the ping without answering it: either way, the next
             # presses do not wait for it again.
@@ -133,9 +134,50 @@ class X11Windows:
             return False
         finally:
             unsubscribe()
-            conn.root.change_attributes(event_mask=mask)
-            conn.flush()
         log.debug(
             "window 0x%x answered a ping in %.1f ms", window_id, (time.monotonic() - began) * 1000
         )
         return True
+
+    def _lists_ping(self, window_id: int) -> bool:
+        """Whether the window lists ``_NET_WM_PING`` in WM_PROTOCOLS; read once per window
+        (toolkits set it when they map the window), as every press pings."""
+        from Xlib import Xatom, error
+
+        known = self._pingable.get(window_id)
+        if known is not None:
+            return known
+        conn = self._conn
+        try:
+            window = conn.display.create_resource_object("window", window_id)
+            listed = window.get_full_property(conn.atom("WM_PROTOCOLS"), Xatom.ATOM)
+        except error.XError as exc:
+            log.debug("the window to ping vanished: %s", exc)
+            return False
+        if len(self._pingable) >= MAX_KNOWN:
+            self._pingable.clear()  # ids of closed windows come back for new ones
+        pingable = listed is not None and conn.atom("_NET_WM_PING") in list(listed.value)
+        self._pingable[window_id] = pingable
+        return pingable
+
+    @contextlib.contextmanager
+    def _hearing_answers(self) -> Iterator[None]:
+        """Listen on the root window for its children's messages (where an answer to a
+        ping goes) while at least one ping waits; put the old mask back after the last."""
+        from Xlib import X
+
+        root = self._conn.root
+        if self._waiting == 0:
+            self._root_mask = int(root.get_attributes().your_event_mask)
+            # GTK sends its answer to those who select SubstructureNotify on the root
+            # window, Qt 6 to StructureNotify (with SubstructureRedirect, for the WM).
+            listening = X.SubstructureNotifyMask | X.StructureNotifyMask
+            root.change_attributes(event_mask=self._root_mask | listening)
+        self._waiting += 1
+        try:
+            yield
+        finally:
+            self._waiting -= 1
+            if self._waiting == 0:
+                root.change_attributes(event_mask=self._root_mask)
+                self._conn.flush()

@@ -9,10 +9,11 @@ clipboard and PRIMARY are saved first and put back afterwards.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from anyfill.config.model import CaptureConfig, CaptureStrategy
@@ -20,7 +21,7 @@ from anyfill.daemon.desktop.apprules import AppSettings
 from anyfill.daemon.desktop.capture.base import Captured, trimmed
 from anyfill.daemon.desktop.capture.late_claims import LateClaims
 from anyfill.daemon.desktop.capture.timings import AppTimings
-from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer, Target, Which
+from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer, Target, Which, Windows
 from anyfill.daemon.errors import CaptureError
 from anyfill.daemon.settings.live import Reader, reader
 from anyfill.daemon.waiting import first_set
@@ -60,7 +61,12 @@ longest wait any app gets to show a selection has passed (it overlaps the backen
 answer)."""
 COPY_AFTER_SELECTION_S = 1.0
 """Once the app showed a selection, its copy is waited for at least this long."""
+PING_TIMEOUT_S = 2.0
+"""How long the ping sent after a side's keys waits for its answer (in the background
+once the side is done)."""
 SELECTIONS: tuple[Which, ...] = ("clipboard", "primary")
+_PINGS_WAITING: set[asyncio.Task[bool | None]] = set()
+"""Order pings still waiting (a reference keeps each task alive until it ends)."""
 
 
 class KeyboardCapture:
@@ -93,21 +99,24 @@ class KeyboardCapture:
         async def copy_both() -> None:
             sides.append(
                 await self._copy_side(
-                    select_prefix, COLLAPSE_PREFIX, app.copy_keys, self._prefix_wait(target)
+                    target, select_prefix, COLLAPSE_PREFIX, app.copy_keys, self._prefix_wait(target)
                 )
             )
             wait = self._suffix_wait(target, sides[0])
             stale = frozenset({sides[0].text} - {""})
             sides.append(
-                await self._copy_side(select_suffix, COLLAPSE_SUFFIX, app.copy_keys, wait, stale)
+                await self._copy_side(
+                    target, select_suffix, COLLAPSE_SUFFIX, app.copy_keys, wait, stale=stale
+                )
             )
-            if sides[0].empty and not sides[1].empty:
+            if sides[0].empty and not sides[0].proven and not sides[1].empty:
                 sides[0] = await self._copy_side(
+                    target,
                     select_prefix,
                     COLLAPSE_PREFIX,
                     app.copy_keys,
                     self._recheck_wait(target, sides[1]),
-                    frozenset({sides[1].text}),
+                    stale=frozenset({sides[1].text}),
                 )
 
         late = await self._with_selections_kept(target, copy_both, sides)
@@ -125,7 +134,7 @@ class KeyboardCapture:
         async def copy_prefix() -> None:
             sides.append(
                 await self._copy_side(
-                    select_prefix, COLLAPSE_PREFIX, app.copy_keys, self._prefix_wait(target)
+                    target, select_prefix, COLLAPSE_PREFIX, app.copy_keys, self._prefix_wait(target)
                 )
             )
 
@@ -174,6 +183,8 @@ class KeyboardCapture:
                 # The last side taken as empty may still select late: then its collapse
                 # key removes the selection and the capture is invalid.
                 collapse=last.collapse if complete and last and last.empty else None,
+                proven=bool(last and last.proven),
+                handled=self._handled(target, sides) if complete else (),
                 # A capture cut short: whatever the target claims next comes from our keys.
                 all_ours=not complete,
                 timings=self.timings,
@@ -188,6 +199,15 @@ class KeyboardCapture:
             late.start(settle)
             self._late = late
         return late
+
+    def _handled(self, target: Target, sides: list[_Side]) -> tuple[asyncio.Event, ...]:
+        """The pings' answers that, once all came, show that no claim caused by our keys
+        can come any more (the collapse keys after them change no selection the app
+        would claim); none when this app's answers prove nothing."""
+        if not sides or not self.timings.handles_in_order(target.app):
+            return ()
+        answers = tuple(side.handled for side in sides if side.handled is not None)
+        return answers if len(answers) == len(sides) else ()
 
     def _prefix_wait(self, target: Target) -> float:
         """Before the first side answered: the configured wait for an app never seen,
@@ -221,10 +241,12 @@ class KeyboardCapture:
 
     async def _copy_side(
         self,
+        target: Target,
         select: str,
         collapse: str,
         copy: str,
         empty_timeout_s: float,
+        *,
         stale: frozenset[str] = frozenset(),
     ) -> _Side:
         """Copy one side; ``stale``: texts earlier sides selected (not an answer here)."""
@@ -236,10 +258,19 @@ class KeyboardCapture:
         started = time.monotonic()
         await keys.press(select)
         await keys.press(copy)
+        probe = OrderProbe(self._desktop.windows, target, self.timings)
+        probe.watch(clip_offer.lost, primary_offer.lost)
+        # An app that handles keys and claims in order answers a ping only after the
+        # claims our keys caused: the answer alone then shows there was nothing to select.
+        proof = probe.answered if self.timings.handles_in_order(target.app) else None
         deadline = started + empty_timeout_s
         while True:
             left = deadline - time.monotonic()
-            selected = await first_set(clip_offer.lost, primary_offer.lost, timeout_s=left)
+            watched = (clip_offer.lost, primary_offer.lost, *((proof,) if proof else ()))
+            selected = await first_set(*watched, timeout_s=left)
+            if selected and not (clip_offer.lost.is_set() or primary_offer.lost.is_set()):
+                log.debug("the app handled the keys and selected nothing")
+                return _Side("", None, started, collapse, proven=True, handled=probe.answered)
             if not selected or clip_offer.lost.is_set():
                 break
             # Only PRIMARY: Chromium re-claims it with the previous side's selection,
@@ -248,11 +279,16 @@ class KeyboardCapture:
             if claimed is None or claimed not in stale:
                 break
             log.debug("a stale PRIMARY claim with the previous side's text; still waiting")
+            # A claim that is no answer to these keys: this side shows nothing of the order.
+            probe.void()
+            proof = None
             primary_offer = await clipboard.offer("primary", sentinel)
             self._sentinels["primary"] = primary_offer
         if not selected:
             log.debug("nothing selected within %.0f ms", empty_timeout_s * 1000)
-            return _Side("", None, started, collapse)  # nothing to select: caret at this edge
+            # Nothing to select (caret at this edge), or an app that has not handled the keys.
+            return _Side("", None, started, collapse, handled=probe.answered)
+        probe.claimed()
         answered = time.monotonic() - started
         # A selection was seen, so the copy is coming: under load Chromium's comes
         # hundreds of ms after it. Waiting long here costs time only when it never comes.
@@ -266,7 +302,7 @@ class KeyboardCapture:
         await clipboard.read_text("clipboard", timeout)
         if not copied or text is None:
             raise CaptureError(f"the application did not copy the selection with {copy}")
-        return _Side(text, answered, started, collapse)
+        return _Side(text, answered, started, collapse, handled=probe.answered)
 
 
 @dataclass(frozen=True)
@@ -278,7 +314,69 @@ class _Side:
     """``time.monotonic()`` when the select keys were sent."""
     collapse: str
     """The key that collapses this side's selection."""
+    proven: bool = False
+    """Taken as empty because the app showed it had handled the keys (not on a timeout)."""
+    handled: asyncio.Event | None = None
+    """Set once the app answered the ping sent after this side's keys."""
 
     @property
     def empty(self) -> bool:
         return self.answered_s is None
+
+
+class OrderProbe:
+    """A ping sent right after one side's keys, and what it shows of the app's order.
+
+    GTK and Qt handle our keys, claim the selection they make and answer the ping in that
+    order, so an answer with no claim proves the side empty. Chromium claims from its
+    renderer, after its browser process answered; an input method may handle keys late.
+    Each side that was answered tells which kind the app is (see AppTimings.note_order).
+    """
+
+    def __init__(self, windows: Windows, target: Target, timings: AppTimings) -> None:
+        self.answered = asyncio.Event()
+        self._app, self._timings = target.app, timings
+        self._claims: Sequence[asyncio.Event] = ()
+        self._noted = not timings.may_handle_in_order(target.app)
+        if self._noted:
+            return  # it showed it claims late: no ping can prove anything there
+        task = asyncio.get_running_loop().create_task(
+            _ping_twice(windows, target.window_id), name="anyfill-order-ping"
+        )
+        _PINGS_WAITING.add(task)
+        task.add_done_callback(self._on_answer)
+
+    def watch(self, *claims: asyncio.Event) -> None:
+        """The events set when the app claims a selection after these keys."""
+        self._claims = claims
+
+    def claimed(self) -> None:
+        """The app claimed a selection for these keys (a claim seen only now)."""
+        if self.answered.is_set() and not self._noted:
+            self._noted = True
+            self._timings.note_order(self._app, claimed_first=False)
+
+    def void(self) -> None:
+        """A claim came that is no answer to these keys: this side tells nothing."""
+        self._noted = True
+
+    def _on_answer(self, task: asyncio.Task[bool | None]) -> None:
+        _PINGS_WAITING.discard(task)
+        if task.cancelled() or task.exception() is not None or task.result() is not True:
+            return
+        # The claim's event was set when the X server's notice of it was read, before
+        # the answer (the X server keeps the app's requests in order).
+        if not self._noted and any(claim.is_set() for claim in self._claims):
+            self._noted = True
+            self._timings.note_order(self._app, claimed_first=True)
+        self.answered.set()
+
+
+async def _ping_twice(windows: Windows, window_id: int) -> bool | None:
+    """Qt answers a ping as it reads it, and hands the keys read in the same batch to
+    its widgets right after, in the same turn of its event loop; a second ping, sent
+    once the first was answered, is read in a later turn."""
+    first = await windows.ping(window_id, PING_TIMEOUT_S)
+    if first is not True:
+        return first
+    return await windows.ping(window_id, PING_TIMEOUT_S)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from anyfill.daemon.desktop.capture.timings import AppTimings
 from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer, Target, Which
+from anyfill.daemon.waiting import first_set
 
 log = logging.getLogger("anyfill.capture.late")
 
@@ -53,6 +54,11 @@ class LateClaims:
     timings: AppTimings
     keys_at: float
     """``time.monotonic()`` when we sent the select keys of the side taken as empty."""
+    proven: bool = False
+    """That side was taken as empty because the app answered a ping (see OrderProbe)."""
+    handled: tuple[asyncio.Event, ...] = ()
+    """Set when the app answered the ping after each side's keys; all set, no claim our
+    keys cause can come any more (only for an app whose answers prove that)."""
     invalid: str = ""
     """Why the capture cannot be trusted ('' while it can)."""
     seconds: float = 0.0
@@ -86,14 +92,24 @@ class LateClaims:
         if not task.cancelled() and task.exception() is not None:
             log.warning("watching for late claims failed: %s", task.exception())
 
+    def quiet(self) -> bool:
+        """Whether the app showed it made every claim our keys cause (see ``handled``)."""
+        return bool(self.handled) and all(answer.is_set() for answer in self.handled)
+
     async def watch(self, seconds: float | None = None) -> None:
-        """Handle claims as they come for ``seconds`` (by default the app's settle time)."""
+        """Handle claims as they come for ``seconds`` (by default the app's settle time),
+        or until the app showed that no more can come."""
         deadline = time.monotonic() + (self.seconds if seconds is None else seconds)
         while True:
+            quiet = self.quiet()
             await self.check_now()
-            if time.monotonic() >= deadline:
+            if quiet or time.monotonic() >= deadline:
                 return
-            await asyncio.sleep(POLL_S)
+            waiting = [answer for answer in self.handled if not answer.is_set()]
+            if waiting:
+                await first_set(*waiting, timeout_s=POLL_S)
+            else:
+                await asyncio.sleep(POLL_S)
 
     async def check_now(self) -> None:
         clipboard = self.desktop.clipboard
@@ -148,6 +164,9 @@ class LateClaims:
         # backend wait would make every later wait in this app far too long.
         late = (self._checked_at or time.monotonic()) - self.keys_at
         self.timings.note_reaction(self.target.app, late)
+        if self.proven:
+            # It answered the ping before handling these keys: no answer proves it again.
+            self.timings.note_order(self.target.app, claimed_first=False)
         if text:
             self.ours.add(text)
         self.invalid = (

@@ -67,7 +67,7 @@ async def paste(
     if reader is not None:
         # Before the clipboard is taken: a busy target first handles what it was sent
         # (its focus change above all), then gets the paste keys.
-        await desktop.windows.caught_up(reader, CATCH_UP_S)
+        await desktop.windows.ping(reader, CATCH_UP_S)
     saved = await clipboard.snapshot("clipboard") if restore else None
     offer = await clipboard.offer("clipboard", ClipSnapshot.from_text(text), reader)
     offer.veto = veto

@@ -143,7 +143,11 @@ class FakeKeys:
 class FakeWindows:
     def __init__(self, target: Target) -> None:
         self.target: Target | None = target
-        self.caught_up_calls: list[int] = []
+        self.pings: list[int] = []
+        self.answers_pings = False
+        """The app answers a ping once it handled the keys sent before (the fake apps
+        handle a key when it is pressed); else it cannot be asked, as a window that does
+        not list the ping."""
 
     def focused(self) -> Target | None:
         return self.target
@@ -151,9 +155,9 @@ class FakeWindows:
     def is_password_field(self, target: Target) -> bool | None:
         return None
 
-    async def caught_up(self, window_id: int, timeout_s: float) -> bool:
-        self.caught_up_calls.append(window_id)
-        return True
+    async def ping(self, window_id: int, timeout_s: float) -> bool | None:
+        self.pings.append(window_id)
+        return True if self.answers_pings else None
 
 
 def fake_desktop(target: Target) -> tuple[Desktop, FakeKeys, FakeClipboard, FakeWindows]:

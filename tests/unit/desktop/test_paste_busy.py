@@ -25,9 +25,9 @@ async def test_the_target_catches_up_before_the_paste_keys() -> None:
     seen: list[list[str]] = []
 
     class Busy(FakeWindows):
-        async def caught_up(self, window_id: int, timeout_s: float) -> bool:
+        async def ping(self, window_id: int, timeout_s: float) -> bool | None:
             seen.append(list(keys.pressed))  # the keys it had been sent by then
-            return await super().caught_up(window_id, timeout_s)
+            return await super().ping(window_id, timeout_s)
 
     busy = Busy(MOUSEPAD)
     desktop = Desktop(plain.keys, plain.clipboard, busy)
@@ -43,10 +43,10 @@ async def test_the_target_catches_up_before_the_paste_keys() -> None:
         app="Mousepad",
     )
 
-    assert busy.caught_up_calls == [MOUSEPAD.window_id]
+    assert busy.pings == [MOUSEPAD.window_id]
     assert seen == [[]]  # asked before the paste keys went
     assert keys.pasted == ["big "]
-    assert windows.caught_up_calls == []
+    assert windows.pings == []
 
 
 class SlowReader:
