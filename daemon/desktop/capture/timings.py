@@ -79,10 +79,10 @@ class AppTimings:
         if claimed_first:
             record.claims_before_ping += 1
             if record.claims_before_ping == IN_ORDER_AFTER and not record.ping_before_claim:
-                log.debug("%s claims in the order it handles keys: pings prove it idle", app)
+                log.info("%s claims in the order it handles keys: its pings end the waits", app)
         elif not record.ping_before_claim:
             record.ping_before_claim = True
-            log.debug("%s answered a ping before claiming: its pings prove nothing", app)
+            log.info("%s answered a ping before claiming: its pings prove nothing", app)
 
     def may_handle_in_order(self, app: str) -> bool:
         """False once the app answered a ping before claiming what our keys selected."""
