@@ -13,6 +13,8 @@ from typing import Literal
 
 from anyfill.daemon.backends.base import Plan
 from anyfill.daemon.completion import Completion, CompletionRequest
+from anyfill.daemon.desktop.capture.timings import AppTimings
+from anyfill.daemon.desktop.inject.paste import Pasted, paste
 from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer, Target, Which
 
 
@@ -165,6 +167,30 @@ def fake_desktop(target: Target) -> tuple[Desktop, FakeKeys, FakeClipboard, Fake
     keys = FakeKeys(clipboard)
     windows = FakeWindows(target)
     return Desktop(keys, clipboard, windows), keys, clipboard, windows
+
+
+async def paste_big(
+    desktop: Desktop,
+    target: Target,
+    *,
+    restore_timeout_s: float = 1.5,
+    timings: AppTimings | None = None,
+    veto: Callable[[], bool] | None = None,
+) -> Pasted:
+    """The paste the tests make: "big " by Ctrl+V into ``target``, the user's clipboard
+    restored after, no focus guard."""
+    return await paste(
+        desktop,
+        "big ",
+        "<ctrl>+v",
+        restore=True,
+        restore_timeout_s=restore_timeout_s,
+        guard=lambda: None,
+        reader=target.window_id,
+        app=target.app,
+        timings=timings,
+        veto=veto,
+    )
 
 
 @dataclass

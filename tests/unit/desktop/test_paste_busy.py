@@ -8,16 +8,11 @@ import asyncio
 
 import pytest
 
-from anyfill.daemon.desktop.inject.paste import paste
 from anyfill.daemon.desktop.ports import Desktop, Target
 from anyfill.daemon.errors import InsertError
-from tests.unit.desktop.fakes import FakeClipboard, FakeWindows, fake_desktop
+from tests.unit.desktop.fakes import FakeClipboard, FakeWindows, fake_desktop, paste_big
 
 MOUSEPAD = Target(window_id=0x1200073, app="Mousepad", instance="mousepad", process="mousepad")
-
-
-def no_guard() -> None:
-    return None
 
 
 async def test_the_target_catches_up_before_the_paste_keys() -> None:
@@ -32,16 +27,7 @@ async def test_the_target_catches_up_before_the_paste_keys() -> None:
     busy = Busy(MOUSEPAD)
     desktop = Desktop(plain.keys, plain.clipboard, busy)
 
-    await paste(
-        desktop,
-        "big ",
-        "<ctrl>+v",
-        restore=True,
-        restore_timeout_s=1.5,
-        guard=no_guard,
-        reader=MOUSEPAD.window_id,
-        app="Mousepad",
-    )
+    await paste_big(desktop, MOUSEPAD)
 
     assert busy.pings == [MOUSEPAD.window_id]
     assert seen == [[]]  # asked before the paste keys went
@@ -78,16 +64,7 @@ async def test_a_paste_the_target_began_is_waited_for_past_the_timeout() -> None
     app = SlowReader(clipboard, delay_s=0.3)
     keys.on_paste = app
 
-    pasted = await paste(
-        desktop,
-        "big ",
-        "<ctrl>+v",
-        restore=True,
-        restore_timeout_s=0.2,
-        guard=no_guard,
-        reader=MOUSEPAD.window_id,
-        app="Mousepad",
-    )
+    pasted = await paste_big(desktop, MOUSEPAD, restore_timeout_s=0.2)
 
     assert app.task is not None
     await app.task
@@ -101,14 +78,5 @@ async def test_a_target_that_asks_nothing_still_fails_at_the_timeout() -> None:
     keys.on_paste = lambda: None  # the keys were lost: no request at all
 
     with pytest.raises(InsertError, match="did not fetch"):
-        await paste(
-            desktop,
-            "big ",
-            "<ctrl>+v",
-            restore=True,
-            restore_timeout_s=0.1,
-            guard=no_guard,
-            reader=MOUSEPAD.window_id,
-            app="Mousepad",
-        )
+        await paste_big(desktop, MOUSEPAD, restore_timeout_s=0.1)
     assert clipboard.data["clipboard"].text() == "user clipboard"

@@ -15,18 +15,19 @@ from anyfill.daemon.desktop.capture.base import Strategy
 from anyfill.daemon.desktop.capture.keyboard import KeyboardCapture
 from anyfill.daemon.desktop.capture.late_claims import LateClaims
 from anyfill.daemon.desktop.capture.timings import AppTimings
-from anyfill.daemon.desktop.inject.paste import paste
 from anyfill.daemon.desktop.pipeline import Pipeline
 from anyfill.daemon.desktop.ports import ClipSnapshot, Target
 from anyfill.daemon.errors import SelectionAppeared
-from tests.unit.desktop.fakes import FakeClipboard, FakeCompleter, FakeKeys, fake_desktop
+from tests.unit.desktop.fakes import (
+    FakeClipboard,
+    FakeCompleter,
+    FakeKeys,
+    fake_desktop,
+    paste_big,
+)
 
 CHROMIUM = Target(window_id=0x400, app="Chromium", instance="chromium", process="chromium")
 APP = AppSettings(False, "paste", ("keyboard",), "<ctrl>+v", "<ctrl>+c", (), "")
-
-
-def no_guard() -> None:
-    return None
 
 
 class TwoReads:
@@ -65,16 +66,7 @@ async def test_targets_requests_between_the_two_reads_keep_the_completion_served
     app = TwoReads(clipboard, gap_s=0.12)
     keys.on_paste = app
 
-    pasted = await paste(
-        desktop,
-        "big ",
-        "<ctrl>+v",
-        restore=True,
-        restore_timeout_s=1.5,
-        guard=no_guard,
-        reader=CHROMIUM.window_id,
-        app="Chromium",
-    )
+    pasted = await paste_big(desktop, CHROMIUM)
 
     assert app.task is not None
     await app.task
@@ -89,17 +81,7 @@ async def test_a_read_of_the_restored_clipboard_is_reported_and_learned() -> Non
     silent = TwoReads(clipboard, gap_s=0.08, targets=False)  # nothing asked in between
     keys.on_paste = silent
 
-    first = await paste(
-        desktop,
-        "big ",
-        "<ctrl>+v",
-        restore=True,
-        restore_timeout_s=1.5,
-        guard=no_guard,
-        reader=CHROMIUM.window_id,
-        app="Chromium",
-        timings=timings,
-    )
+    first = await paste_big(desktop, CHROMIUM, timings=timings)
     assert silent.task is not None
     await silent.task
 
@@ -109,17 +91,7 @@ async def test_a_read_of_the_restored_clipboard_is_reported_and_learned() -> Non
 
     again = TwoReads(clipboard, gap_s=0.08, targets=False)
     keys.on_paste = again
-    second = await paste(
-        desktop,
-        "big ",
-        "<ctrl>+v",
-        restore=True,
-        restore_timeout_s=1.5,
-        guard=no_guard,
-        reader=CHROMIUM.window_id,
-        app="Chromium",
-        timings=timings,
-    )
+    second = await paste_big(desktop, CHROMIUM, timings=timings)
     assert again.task is not None
     await again.task
     assert again.reads == ["big ", "big "]  # learned: waits for the second read now
@@ -137,15 +109,9 @@ async def test_a_selection_appearing_while_pasting_refuses_the_read() -> None:
 
     keys.on_paste = select_then_paste
     with pytest.raises(SelectionAppeared, match="refused"):
-        await paste(
+        await paste_big(
             desktop,
-            "big ",
-            "<ctrl>+v",
-            restore=True,
-            restore_timeout_s=1.5,
-            guard=no_guard,
-            reader=CHROMIUM.window_id,
-            app="Chromium",
+            CHROMIUM,
             veto=lambda: clipboard.owned_by_program_of("primary", CHROMIUM.window_id),
         )
     assert app.reads == []
