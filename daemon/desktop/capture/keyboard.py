@@ -13,15 +13,16 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from anyfill.config.model import CaptureConfig, CaptureStrategy
 from anyfill.daemon.desktop.apprules import AppSettings
 from anyfill.daemon.desktop.capture.base import Captured, trimmed
 from anyfill.daemon.desktop.capture.late_claims import LateClaims
+from anyfill.daemon.desktop.capture.order import OrderProbe
 from anyfill.daemon.desktop.capture.timings import AppTimings
-from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer, Target, Which, Windows
+from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer, Target, Which
 from anyfill.daemon.errors import CaptureError
 from anyfill.daemon.settings.live import Reader, reader
 from anyfill.daemon.waiting import first_set
@@ -61,12 +62,7 @@ longest wait any app gets to show a selection has passed (it overlaps the backen
 answer)."""
 COPY_AFTER_SELECTION_S = 1.0
 """Once the app showed a selection, its copy is waited for at least this long."""
-PING_TIMEOUT_S = 2.0
-"""How long the ping sent after a side's keys waits for its answer (in the background
-once the side is done)."""
 SELECTIONS: tuple[Which, ...] = ("clipboard", "primary")
-_PINGS_WAITING: set[asyncio.Task[bool | None]] = set()
-"""Order pings still waiting (a reference keeps each task alive until it ends)."""
 
 
 class KeyboardCapture:
@@ -192,6 +188,10 @@ class KeyboardCapture:
             )
             if late.collapse and self.timings.slowest_reaction(target.app) is None:
                 settle = UNSEEN_EMPTY_SETTLE_S  # no side answered, none ever did here
+                # An app that answers pings shows when it has read our keys: a frozen
+                # one then handles them (its late claims fail the press) before the
+                # paste keys can reach it.
+                late.hold_for = last.probe if last is not None else None
             elif late.collapse or late.all_ours:
                 settle = self.timings.settle(target.app, EMPTY_SIDE_SETTLE_S, SETTLE_CAP_S)
             else:
@@ -206,7 +206,7 @@ class KeyboardCapture:
         would claim); none when this app's answers prove nothing."""
         if not sides or not self.timings.handles_in_order(target.app):
             return ()
-        answers = tuple(side.handled for side in sides if side.handled is not None)
+        answers = tuple(side.probe.answered for side in sides if side.probe is not None)
         return answers if len(answers) == len(sides) else ()
 
     def _prefix_wait(self, target: Target) -> float:
@@ -270,7 +270,7 @@ class KeyboardCapture:
             selected = await first_set(*watched, timeout_s=left)
             if selected and not (clip_offer.lost.is_set() or primary_offer.lost.is_set()):
                 log.debug("the app handled the keys and selected nothing")
-                return _Side("", None, started, collapse, proven=True, handled=probe.answered)
+                return _Side("", None, started, collapse, proven=True, probe=probe)
             if not selected or clip_offer.lost.is_set():
                 break
             # Only PRIMARY: Chromium re-claims it with the previous side's selection,
@@ -287,7 +287,7 @@ class KeyboardCapture:
         if not selected:
             log.debug("nothing selected within %.0f ms", empty_timeout_s * 1000)
             # Nothing to select (caret at this edge), or an app that has not handled the keys.
-            return _Side("", None, started, collapse, handled=probe.answered)
+            return _Side("", None, started, collapse, probe=probe)
         probe.claimed()
         answered = time.monotonic() - started
         # A selection was seen, so the copy is coming: under load Chromium's comes
@@ -302,7 +302,7 @@ class KeyboardCapture:
         await clipboard.read_text("clipboard", timeout)
         if not copied or text is None:
             raise CaptureError(f"the application did not copy the selection with {copy}")
-        return _Side(text, answered, started, collapse, handled=probe.answered)
+        return _Side(text, answered, started, collapse, probe=probe)
 
 
 @dataclass(frozen=True)
@@ -316,67 +316,9 @@ class _Side:
     """The key that collapses this side's selection."""
     proven: bool = False
     """Taken as empty because the app showed it had handled the keys (not on a timeout)."""
-    handled: asyncio.Event | None = None
-    """Set once the app answered the ping sent after this side's keys."""
+    probe: OrderProbe | None = None
+    """The pings sent after this side's keys."""
 
     @property
     def empty(self) -> bool:
         return self.answered_s is None
-
-
-class OrderProbe:
-    """A ping sent right after one side's keys, and what it shows of the app's order.
-
-    GTK and Qt handle our keys, claim the selection they make and answer the ping in that
-    order, so an answer with no claim proves the side empty. Chromium claims from its
-    renderer, after its browser process answered; an input method may handle keys late.
-    Each side that was answered tells which kind the app is (see AppTimings.note_order).
-    """
-
-    def __init__(self, windows: Windows, target: Target, timings: AppTimings) -> None:
-        self.answered = asyncio.Event()
-        self._app, self._timings = target.app, timings
-        self._claims: Sequence[asyncio.Event] = ()
-        self._noted = not timings.may_handle_in_order(target.app)
-        if self._noted:
-            return  # it showed it claims late: no ping can prove anything there
-        task = asyncio.get_running_loop().create_task(
-            _ping_twice(windows, target.window_id), name="anyfill-order-ping"
-        )
-        _PINGS_WAITING.add(task)
-        task.add_done_callback(self._on_answer)
-
-    def watch(self, *claims: asyncio.Event) -> None:
-        """The events set when the app claims a selection after these keys."""
-        self._claims = claims
-
-    def claimed(self) -> None:
-        """The app claimed a selection for these keys (a claim seen only now)."""
-        if self.answered.is_set() and not self._noted:
-            self._noted = True
-            self._timings.note_order(self._app, claimed_first=False)
-
-    def void(self) -> None:
-        """A claim came that is no answer to these keys: this side tells nothing."""
-        self._noted = True
-
-    def _on_answer(self, task: asyncio.Task[bool | None]) -> None:
-        _PINGS_WAITING.discard(task)
-        if task.cancelled() or task.exception() is not None or task.result() is not True:
-            return
-        # The claim's event was set when the X server's notice of it was read, before
-        # the answer (the X server keeps the app's requests in order).
-        if not self._noted and any(claim.is_set() for claim in self._claims):
-            self._noted = True
-            self._timings.note_order(self._app, claimed_first=True)
-        self.answered.set()
-
-
-async def _ping_twice(windows: Windows, window_id: int) -> bool | None:
-    """Qt answers a ping as it reads it, and hands the keys read in the same batch to
-    its widgets right after, in the same turn of its event loop; a second ping, sent
-    once the first was answered, is read in a later turn."""
-    first = await windows.ping(window_id, PING_TIMEOUT_S)
-    if first is not True:
-        return first
-    return await windows.ping(window_id, PING_TIMEOUT_S)

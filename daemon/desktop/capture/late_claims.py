@@ -25,6 +25,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from anyfill.daemon.desktop.capture.order import OrderProbe
 from anyfill.daemon.desktop.capture.timings import AppTimings
 from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer, Target, Which
 from anyfill.daemon.waiting import first_set
@@ -32,6 +33,8 @@ from anyfill.daemon.waiting import first_set
 log = logging.getLogger("anyfill.capture.late")
 
 POLL_S = 0.005
+HOLD_CAP_S = 10.0
+"""Longest hold for an app that has not answered the pings of ``hold_for``."""
 READ_TIMEOUT_S = 0.25
 SELECTIONS: tuple[Which, ...] = ("clipboard", "primary")
 
@@ -59,10 +62,17 @@ class LateClaims:
     handled: tuple[asyncio.Event, ...] = ()
     """Set when the app answered the ping after each side's keys; all set, no claim our
     keys cause can come any more (only for an app whose answers prove that)."""
+    hold_for: OrderProbe | None = None
+    """The pings after the last keys, when every side was taken as empty in an app never
+    seen answering: the watch lasts until they were answered, or until the app's late
+    claims came and ``seconds`` more passed (for the rest of them), at most
+    HOLD_CAP_S."""
     invalid: str = ""
     """Why the capture cannot be trusted ('' while it can)."""
     seconds: float = 0.0
     """How long one watch lasts (the app's settle time)."""
+    _invalid_at: float | None = None
+    """When a late answer made the capture invalid."""
     _checked_at: float | None = None
     """When we last looked and saw no late answer: a late claim came after this."""
     _users: set[Which] = field(default_factory=set)
@@ -99,17 +109,41 @@ class LateClaims:
     async def watch(self, seconds: float | None = None) -> None:
         """Handle claims as they come for ``seconds`` (by default the app's settle time),
         or until the app showed that no more can come."""
-        deadline = time.monotonic() + (self.seconds if seconds is None else seconds)
+        began = time.monotonic()
+        deadline = began + (self.seconds if seconds is None else seconds)
         while True:
             quiet = self.quiet()
             await self.check_now()
-            if quiet or time.monotonic() >= deadline:
+            now = time.monotonic()
+            if quiet or (now >= deadline and not self._held(now - began)):
                 return
             waiting = [answer for answer in self.handled if not answer.is_set()]
+            if self.hold_for is not None and not self.hold_for.finished.is_set():
+                waiting.append(self.hold_for.finished)
             if waiting:
                 await first_set(*waiting, timeout_s=POLL_S)
             else:
                 await asyncio.sleep(POLL_S)
+
+    def _held(self, watched_s: float) -> bool:
+        """Whether the watch goes on for the pings in ``hold_for`` (see there); marks
+        the capture invalid when the app handled nothing within HOLD_CAP_S."""
+        probe = self.hold_for
+        if probe is None:
+            return False
+        if self._invalid_at is not None:
+            return time.monotonic() - self._invalid_at < self.seconds
+        if probe.answered.is_set() or (probe.finished.is_set() and not probe.unanswered):
+            return False
+        if watched_s < HOLD_CAP_S:
+            return True  # frozen: when it thaws it handles our keys, and claims
+        if not self.invalid:
+            self.invalid = (
+                f"the application handled none of anyfill's keys within {HOLD_CAP_S:.0f} s;"
+                " nothing was inserted (a selection may still appear when it does)"
+            )
+            log.warning("the target handled none of the capture keys in %.0f s", HOLD_CAP_S)
+        return False
 
     async def check_now(self) -> None:
         clipboard = self.desktop.clipboard
@@ -175,6 +209,7 @@ class LateClaims:
             " inserted (anyfill now waits longer for this app: press the hotkey again)"
         )
         log.warning("%s: late claim %.0f ms after the select keys", which, late * 1000)
+        self._invalid_at = time.monotonic()
         collapse, self.collapse = self.collapse, None
         now = self.desktop.windows.focused()
         if collapse is not None and now is not None and now.window_id == self.target.window_id:
