@@ -9,7 +9,6 @@ clipboard and PRIMARY are saved first and put back afterwards.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
@@ -20,7 +19,7 @@ from anyfill.config.model import CaptureConfig, CaptureStrategy
 from anyfill.daemon.desktop.apprules import AppSettings
 from anyfill.daemon.desktop.capture.base import Captured, trimmed
 from anyfill.daemon.desktop.capture.late_claims import LateClaims
-from anyfill.daemon.desktop.capture.order import OrderProbe
+from anyfill.daemon.desktop.capture.order import KeysHandled
 from anyfill.daemon.desktop.capture.timings import AppTimings
 from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer, Target, Which
 from anyfill.daemon.errors import CaptureError
@@ -105,7 +104,7 @@ class KeyboardCapture:
                     target, select_suffix, COLLAPSE_SUFFIX, app.copy_keys, wait, stale=stale
                 )
             )
-            if sides[0].empty and not sides[0].proven and not sides[1].empty:
+            if sides[0].empty and not sides[1].empty:
                 sides[0] = await self._copy_side(
                     target,
                     select_prefix,
@@ -179,8 +178,6 @@ class KeyboardCapture:
                 # The last side taken as empty may still select late: then its collapse
                 # key removes the selection and the capture is invalid.
                 collapse=last.collapse if complete and last and last.empty else None,
-                proven=bool(last and last.proven),
-                handled=self._handled(target, sides) if complete else (),
                 # A capture cut short: whatever the target claims next comes from our keys.
                 all_ours=not complete,
                 timings=self.timings,
@@ -191,7 +188,7 @@ class KeyboardCapture:
                 # An app that answers pings shows when it has read our keys: a frozen
                 # one then handles them (its late claims fail the press) before the
                 # paste keys can reach it.
-                late.hold_for = last.probe if last is not None else None
+                late.hold_for = last.handled if last is not None else None
             elif late.collapse or late.all_ours:
                 settle = self.timings.settle(target.app, EMPTY_SIDE_SETTLE_S, SETTLE_CAP_S)
             else:
@@ -199,15 +196,6 @@ class KeyboardCapture:
             late.start(settle)
             self._late = late
         return late
-
-    def _handled(self, target: Target, sides: list[_Side]) -> tuple[asyncio.Event, ...]:
-        """The pings' answers that, once all came, show that no claim caused by our keys
-        can come any more (the collapse keys after them change no selection the app
-        would claim); none when this app's answers prove nothing."""
-        if not sides or not self.timings.handles_in_order(target.app):
-            return ()
-        answers = tuple(side.probe.answered for side in sides if side.probe is not None)
-        return answers if len(answers) == len(sides) else ()
 
     def _prefix_wait(self, target: Target) -> float:
         """Before the first side answered: the configured wait for an app never seen,
@@ -258,19 +246,14 @@ class KeyboardCapture:
         started = time.monotonic()
         await keys.press(select)
         await keys.press(copy)
-        probe = OrderProbe(self._desktop.windows, target, self.timings)
-        probe.watch(clip_offer.lost, primary_offer.lost)
-        # An app that handles keys and claims in order answers a ping only after the
-        # claims our keys caused: the answer alone then shows there was nothing to select.
-        proof = probe.answered if self.timings.handles_in_order(target.app) else None
+        # In an app never seen answering, whether it has read our keys matters if this
+        # side comes out empty (see UNSEEN_EMPTY_SETTLE_S).
+        unseen = self.timings.slowest_reaction(target.app) is None
+        handled = KeysHandled(self._desktop.windows, target.window_id) if unseen else None
         deadline = started + empty_timeout_s
         while True:
             left = deadline - time.monotonic()
-            watched = (clip_offer.lost, primary_offer.lost, *((proof,) if proof else ()))
-            selected = await first_set(*watched, timeout_s=left)
-            if selected and not (clip_offer.lost.is_set() or primary_offer.lost.is_set()):
-                log.debug("the app handled the keys and selected nothing")
-                return _Side("", None, started, collapse, proven=True, probe=probe)
+            selected = await first_set(clip_offer.lost, primary_offer.lost, timeout_s=left)
             if not selected or clip_offer.lost.is_set():
                 break
             # Only PRIMARY: Chromium re-claims it with the previous side's selection,
@@ -279,16 +262,12 @@ class KeyboardCapture:
             if claimed is None or claimed not in stale:
                 break
             log.debug("a stale PRIMARY claim with the previous side's text; still waiting")
-            # A claim that is no answer to these keys: this side shows nothing of the order.
-            probe.void()
-            proof = None
             primary_offer = await clipboard.offer("primary", sentinel)
             self._sentinels["primary"] = primary_offer
         if not selected:
             log.debug("nothing selected within %.0f ms", empty_timeout_s * 1000)
-            # Nothing to select (caret at this edge), or an app that has not handled the keys.
-            return _Side("", None, started, collapse, probe=probe)
-        probe.claimed()
+            # Nothing to select (caret at this edge), or an app that has not read the keys.
+            return _Side("", None, started, collapse, handled)
         answered = time.monotonic() - started
         # A selection was seen, so the copy is coming: under load Chromium's comes
         # hundreds of ms after it. Waiting long here costs time only when it never comes.
@@ -302,7 +281,7 @@ class KeyboardCapture:
         await clipboard.read_text("clipboard", timeout)
         if not copied or text is None:
             raise CaptureError(f"the application did not copy the selection with {copy}")
-        return _Side(text, answered, started, collapse, probe=probe)
+        return _Side(text, answered, started, collapse)
 
 
 @dataclass(frozen=True)
@@ -314,10 +293,8 @@ class _Side:
     """``time.monotonic()`` when the select keys were sent."""
     collapse: str
     """The key that collapses this side's selection."""
-    proven: bool = False
-    """Taken as empty because the app showed it had handled the keys (not on a timeout)."""
-    probe: OrderProbe | None = None
-    """The pings sent after this side's keys."""
+    handled: KeysHandled | None = None
+    """The pings sent after this side's keys (only where they matter)."""
 
     @property
     def empty(self) -> bool:

@@ -25,10 +25,9 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from anyfill.daemon.desktop.capture.order import OrderProbe
+from anyfill.daemon.desktop.capture.order import KeysHandled
 from anyfill.daemon.desktop.capture.timings import AppTimings
 from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer, Target, Which
-from anyfill.daemon.waiting import first_set
 
 log = logging.getLogger("anyfill.capture.late")
 
@@ -57,12 +56,7 @@ class LateClaims:
     timings: AppTimings
     keys_at: float
     """``time.monotonic()`` when we sent the select keys of the side taken as empty."""
-    proven: bool = False
-    """That side was taken as empty because the app answered a ping (see OrderProbe)."""
-    handled: tuple[asyncio.Event, ...] = ()
-    """Set when the app answered the ping after each side's keys; all set, no claim our
-    keys cause can come any more (only for an app whose answers prove that)."""
-    hold_for: OrderProbe | None = None
+    hold_for: KeysHandled | None = None
     """The pings after the last keys, when every side was taken as empty in an app never
     seen answering: the watch lasts until they were answered, or until the app's late
     claims came and ``seconds`` more passed (for the rest of them), at most
@@ -102,28 +96,17 @@ class LateClaims:
         if not task.cancelled() and task.exception() is not None:
             log.warning("watching for late claims failed: %s", task.exception())
 
-    def quiet(self) -> bool:
-        """Whether the app showed it made every claim our keys cause (see ``handled``)."""
-        return bool(self.handled) and all(answer.is_set() for answer in self.handled)
-
     async def watch(self, seconds: float | None = None) -> None:
         """Handle claims as they come for ``seconds`` (by default the app's settle time),
-        or until the app showed that no more can come."""
+        and, with ``hold_for``, until the app has read our keys."""
         began = time.monotonic()
         deadline = began + (self.seconds if seconds is None else seconds)
         while True:
-            quiet = self.quiet()
             await self.check_now()
             now = time.monotonic()
-            if quiet or (now >= deadline and not self._held(now - began)):
+            if now >= deadline and not self._held(now - began):
                 return
-            waiting = [answer for answer in self.handled if not answer.is_set()]
-            if self.hold_for is not None and not self.hold_for.finished.is_set():
-                waiting.append(self.hold_for.finished)
-            if waiting:
-                await first_set(*waiting, timeout_s=POLL_S)
-            else:
-                await asyncio.sleep(POLL_S)
+            await asyncio.sleep(POLL_S)
 
     def _held(self, watched_s: float) -> bool:
         """Whether the watch goes on for the pings in ``hold_for`` (see there); marks
@@ -198,9 +181,6 @@ class LateClaims:
         # backend wait would make every later wait in this app far too long.
         late = (self._checked_at or time.monotonic()) - self.keys_at
         self.timings.note_reaction(self.target.app, late)
-        if self.proven:
-            # It answered the ping before handling these keys: no answer proves it again.
-            self.timings.note_order(self.target.app, claimed_first=False)
         if text:
             self.ours.add(text)
         self.invalid = (

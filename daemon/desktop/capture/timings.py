@@ -10,17 +10,11 @@ waiting) are learned too, so the next wait covers them.
 
 from __future__ import annotations
 
-import logging
 from collections import deque
 from dataclasses import dataclass, field
 
-log = logging.getLogger("anyfill.capture.timings")
-
 KEEP = 20
 """Presses remembered per app: enough to cover a burst of load, short enough to adapt."""
-IN_ORDER_AFTER = 4
-"""Sides that must show an app claiming before it answers a ping (and none the other
-way) before an answer is taken as proof that nothing was selected."""
 
 
 @dataclass
@@ -31,12 +25,6 @@ class _App:
     """Data reads of one paste (Chromium: two; it inserts the second)."""
     paste_spans: deque[float] = field(default_factory=lambda: deque(maxlen=KEEP))
     """Seconds from the paste keys to the app's last request about the paste."""
-    claims_before_ping: int = 0
-    """Sides whose selection the app claimed before it answered the ping sent after
-    our keys: it handles keys and claims in the order it gets them."""
-    ping_before_claim: bool = False
-    """The app once answered that ping before claiming: it claims later than it handles
-    its input (Chromium's renderer; an input method between keys and app)."""
 
 
 class AppTimings:
@@ -71,31 +59,6 @@ class AppTimings:
         slowest = self.slowest_reaction(app)
         wanted = floor_s if slowest is None else max(floor_s, factor * slowest)
         return min(wanted, cap_s)
-
-    def note_order(self, app: str, claimed_first: bool) -> None:
-        """A side's claim came before (True) or after (False) the app's answer to a ping
-        sent right after the keys."""
-        record = self._app(app)
-        if claimed_first:
-            record.claims_before_ping += 1
-            if record.claims_before_ping == IN_ORDER_AFTER and not record.ping_before_claim:
-                log.info("%s claims in the order it handles keys: its pings end the waits", app)
-        elif not record.ping_before_claim:
-            record.ping_before_claim = True
-            log.info("%s answered a ping before claiming: its pings prove nothing", app)
-
-    def may_handle_in_order(self, app: str) -> bool:
-        """False once the app answered a ping before claiming what our keys selected."""
-        record = self._apps.get(app)
-        return record is None or not record.ping_before_claim
-
-    def handles_in_order(self, app: str) -> bool:
-        """Whether the app's answer to a ping proves it handled our keys and made every
-        claim they cause: seen ``IN_ORDER_AFTER`` times and never contradicted."""
-        record = self._apps.get(app)
-        if record is None or record.ping_before_claim:
-            return False
-        return record.claims_before_ping >= IN_ORDER_AFTER
 
     # -- paste -----------------------------------------------------------------------
 

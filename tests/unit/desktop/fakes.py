@@ -146,10 +146,6 @@ class FakeWindows:
     def __init__(self, target: Target) -> None:
         self.target: Target | None = target
         self.pings: list[int] = []
-        self.answers_pings = False
-        """The app answers a ping once it handled the keys sent before (the fake apps
-        handle a key when it is pressed); else it cannot be asked, as a window that does
-        not list the ping."""
 
     def focused(self) -> Target | None:
         return self.target
@@ -159,7 +155,7 @@ class FakeWindows:
 
     async def ping(self, window_id: int, timeout_s: float) -> bool | None:
         self.pings.append(window_id)
-        return True if self.answers_pings else None
+        return None  # as a window that does not list the ping
 
 
 def fake_desktop(target: Target) -> tuple[Desktop, FakeKeys, FakeClipboard, FakeWindows]:

@@ -482,7 +482,7 @@ async def test_a_paste_that_met_a_late_capture_answer_never_says_nothing_was_ins
 @pytest.mark.xfail(
     strict=True,
     reason="open (issue 23): a field frozen longer than the 1 s hold, in an app whose pings"
-    " prove nothing (Chromium's renderer; apps that answer them are held, test_order_proof),"
+    " prove nothing (Chromium's renderer; apps that answer them are held, test_frozen_first_press),"
     " handles our late copy key before the paste keys and pastes its own copy",
 )
 @pytest.mark.parametrize(("text", "caret"), [("Hello world t1", 6), ("Hello ", 6)])
