@@ -91,10 +91,13 @@ class X11Windows:
 
         A toolkit answers a ping when it reads it off its connection, after every event
         queued before it (GTK reads the next X event only once it has handled the ones
-        it holds; Qt handles them in order): the answer means the program has handled
-        the focus change and keys sent before. A busy program (a new window of a running
-        Mousepad under load handled its focus change ~1 s late) would otherwise take
-        our paste keys while it still thinks another window or nothing has the focus.
+        it holds; Qt answers as it reads, and hands the events read with it to its
+        widgets in that same turn of its loop): the answer means the program has read
+        the focus change and keys sent before, not that it made every claim they cause
+        (Chromium's renderer claims later; see capture/order.py). A busy program (a new
+        window of a running Mousepad under load handled its focus change ~1 s late)
+        would otherwise take our paste keys while it still thinks another window or
+        nothing has the focus.
         None at once for windows that do not list the ping in WM_PROTOCOLS, and for a
         window that once left a ping unanswered.
         """
