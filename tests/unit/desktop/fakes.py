@@ -86,6 +86,17 @@ class FakeClipboard:
     def current_offer(self, which: Which) -> Offer | None:
         return self.offers.get(which)
 
+    def app_reads_offer(self) -> str | None:
+        """The target pasting our CLIPBOARD offer: it asks, then reads what is allowed
+        (None when the read is refused)."""
+        offer = self.current_offer("clipboard")
+        assert offer is not None
+        offer.note_request()
+        if not offer.allows_read():
+            return None
+        offer.note_fetch()
+        return offer.snapshot.text() or ""
+
     async def read_text(self, which: Which, timeout_s: float) -> str | None:
         if which in self.unreadable and which in self.app_owns:
             await asyncio.sleep(timeout_s)

@@ -87,13 +87,10 @@ class OrderedEditor:
         if self.clipboard.app_owns_primary and "clipboard" in self.clipboard.app_owns:
             pasted = self.clipboard.data["clipboard"].text() or ""  # its own copy
         else:
-            offer = self.clipboard.current_offer("clipboard")
-            assert offer is not None
-            offer.note_request()
-            if not offer.allows_read():
+            read = self.clipboard.app_reads_offer()
+            if read is None:
                 return
-            offer.note_fetch()
-            pasted = offer.snapshot.text() or ""
+            pasted = read
         start, end = self.selection or (self.caret, self.caret)
         self.text = self.text[:start] + pasted + self.text[end:]
         self.caret, self.selection = start + len(pasted), None

@@ -230,13 +230,9 @@ class SlowEditor:
             self.selection = None
 
     def paste(self) -> None:
-        offer = self.clipboard.current_offer("clipboard")
-        assert offer is not None
-        offer.note_request()
-        if not offer.allows_read():
+        pasted = self.clipboard.app_reads_offer()
+        if pasted is None:
             return
-        offer.note_fetch()
-        pasted = offer.snapshot.text() or ""
         start, end = self.selection or (self.caret, self.caret)
         self.text = self.text[:start] + pasted + self.text[end:]
         self.caret, self.selection = start + len(pasted), None
