@@ -26,6 +26,7 @@ from tests.e2e.harness import Daemon, Outcome, XSession, daemon_config, wait_unt
 from tests.e2e.test_accessibility import MISSING, a11y  # noqa: F401 - the fixture
 from tests.e2e.test_qt_target import USER_CLIP, answer_next, infill, press
 from tests.e2e.test_tray import TRAYER
+from tests.e2e.wayland import wait_accessible
 from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
 from tests.servers.script import Reply
@@ -161,6 +162,11 @@ def test_each_window_of_one_mousepad_instance_takes_its_completion(
             )
             wid = wait_until(lambda k=known: _new_window(a11y, k), 20, "a new Mousepad window")
             a11y.focus(wid)
+            # As a user presses once the window shows its document with the caret in it:
+            # under load a new window of the instance maps (and answers pings) before its
+            # text view has the focus and the file's text.
+            pid = int(a11y.run("xdotool", "getwindowpid", str(wid)).strip())
+            wait_accessible(a11y, pid, 20, contains=path.stem)
             a11y.set_clipboard(USER_CLIP)
             answer_next(responder, Reply(text="big "))
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.harness import wait_until
+from tests.e2e.harness import XSession, wait_until
 
 TOOLS = ("sway", "swaymsg", "wl-copy", "wl-paste", "wtype", "dbus-daemon", "unshare", "gdbus")
 MISSING = [tool for tool in TOOLS if shutil.which(tool) is None]
@@ -357,6 +357,7 @@ import gi
 gi.require_version("Atspi", "2.0")
 from gi.repository import Atspi
 pid, deadline = int(sys.argv[1]), time.monotonic() + float(sys.argv[2])
+contains = sys.argv[3] if len(sys.argv) > 3 else ""
 while time.monotonic() < deadline:
     desktop = Atspi.get_desktop(0)
     for i in range(desktop.get_child_count()):
@@ -369,18 +370,22 @@ while time.monotonic() < deadline:
             seen += 1
             states = node.get_state_set()
             if states.contains(Atspi.StateType.FOCUSED) and "Text" in node.get_interfaces():
-                print("ready")
-                sys.exit(0)
+                if contains in (Atspi.Text.get_text(node, 0, -1) or ""):
+                    print("ready")
+                    sys.exit(0)
             queue.extend(node.get_child_at_index(k) for k in range(node.get_child_count()))
     time.sleep(0.1)
 print("not ready")
 """
 
 
-def wait_accessible(session: WaylandSession, pid: int, within: float = 10) -> None:
-    """Until the app at ``pid`` shows its focused text field over AT-SPI. Qt builds its
-    accessibility tree on the first question; asked first by the test, the daemon's own
-    capture then finds it ready (else it falls back to the keyboard capture)."""
-    out = session.run(sys.executable, "-c", _FOCUSED_TEXT, str(pid), str(within),
+def wait_accessible(
+    session: WaylandSession | XSession, pid: int, within: float = 10, contains: str = ""
+) -> None:
+    """Until the app at ``pid`` shows its focused text field (holding ``contains``) over
+    AT-SPI. Qt builds its accessibility tree on the first question; asked first by the
+    test, the daemon's own capture then finds it ready (else it falls back to the
+    keyboard capture). A new window shows its document and caret only then."""
+    out = session.run(sys.executable, "-c", _FOCUSED_TEXT, str(pid), str(within), contains,
                       timeout=within + 10)  # fmt: skip
     assert "ready" in out.split(), out

@@ -5,12 +5,19 @@ application take PRIMARY, and the copy makes it take CLIPBOARD, so losing either
 ``empty_timeout_ms`` means there was text; losing neither means the caret sits at that
 edge, and then the collapse key is not pressed (it would move the caret). The user's
 clipboard and PRIMARY are saved first and put back afterwards.
+
+A side taken as empty cannot be told from one the app has not answered yet, so it costs a
+watch for late claims before the paste. The suffix avoids that when the prefix ends in a
+plain character: Left first, so the selection starts one character early and is never
+empty (see :func:`anchor_of`); the copy then always comes, and that character is cut off.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+import unicodedata
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -61,6 +68,37 @@ longest wait any app gets to show a selection has passed (it overlaps the backen
 answer)."""
 COPY_AFTER_SELECTION_S = 1.0
 """Once the app showed a selection, its copy is waited for at least this long."""
+ANCHOR_KEY, UNANCHOR_KEY = "<left>", "<right>"
+ANCHORED_WAIT_S = 2.0
+"""How long an anchored side waits for its selection: one always comes, so a long wait
+costs time only in an app that is busy anyway."""
+ANCHOR_CATEGORIES = frozenset(
+    {
+        "Lu",
+        "Ll",
+        "Lt",
+        "Lo",
+        "Nd",
+        "Nl",
+        "No",
+        "Pc",
+        "Pd",
+        "Ps",
+        "Pe",
+        "Pi",
+        "Pf",
+        "Po",
+        "Sm",
+        "Sc",
+        "Zs",
+    }
+)
+"""Characters that are a whole grapheme cluster on their own (one Left moves over exactly
+them in every toolkit): letters, digits, punctuation, maths and currency signs, spaces.
+Not marks, modifiers (emoji skin tones are Sk), symbols (emoji), controls or format
+characters."""
+HANGUL_JAMO = ((0x1100, 0x11FF), (0xA960, 0xA97F), (0xD7B0, 0xD7FF))
+"""Jamo join their neighbours into one syllable cluster."""
 SELECTIONS: tuple[Which, ...] = ("clipboard", "primary")
 
 
@@ -99,11 +137,24 @@ class KeyboardCapture:
             )
             wait = self._suffix_wait(target, sides[0])
             stale = frozenset({sides[0].text} - {""})
-            sides.append(
-                await self._copy_side(
+            anchor = anchor_of(sides[0].text)
+            suffix = None
+            if anchor:
+                with contextlib.suppress(_AnchorMissing):
+                    suffix = await self._copy_side(
+                        target,
+                        select_suffix,
+                        COLLAPSE_SUFFIX,
+                        app.copy_keys,
+                        max(wait, ANCHORED_WAIT_S),
+                        stale=stale,
+                        anchor=anchor,
+                    )
+            if suffix is None:
+                suffix = await self._copy_side(
                     target, select_suffix, COLLAPSE_SUFFIX, app.copy_keys, wait, stale=stale
                 )
-            )
+            sides.append(suffix)
             if sides[0].empty and not sides[1].empty:
                 sides[0] = await self._copy_side(
                     target,
@@ -174,7 +225,7 @@ class KeyboardCapture:
                 target,
                 saved,
                 sentinels=dict(self._sentinels),
-                ours={side.text for side in sides if side.text},
+                ours={side.copied for side in sides if side.copied},
                 # The last side taken as empty may still select late: then its collapse
                 # key removes the selection and the capture is invalid.
                 collapse=last.collapse if complete and last and last.empty else None,
@@ -236,14 +287,21 @@ class KeyboardCapture:
         empty_timeout_s: float,
         *,
         stale: frozenset[str] = frozenset(),
+        anchor: str = "",
     ) -> _Side:
-        """Copy one side; ``stale``: texts earlier sides selected (not an answer here)."""
+        """Copy one side; ``stale``: texts earlier sides selected (not an answer here).
+
+        With ``anchor`` (the character before the caret, see :func:`anchor_of`) the
+        selection starts one character early, so it is never empty; _AnchorMissing when the
+        copy did not start with that character (the caret is back: copy the side plainly)."""
         keys, clipboard = self._desktop.keys, self._desktop.clipboard
         sentinel = ClipSnapshot.from_text(f"anyfill-sentinel-{uuid.uuid4().hex}")
         clip_offer = await clipboard.offer("clipboard", sentinel)
         primary_offer = await clipboard.offer("primary", sentinel)
         self._sentinels = {"clipboard": clip_offer, "primary": primary_offer}
         started = time.monotonic()
+        if anchor:
+            await keys.press(ANCHOR_KEY)
         await keys.press(select)
         await keys.press(copy)
         # In an app never seen answering, whether it has read our keys matters if this
@@ -264,6 +322,12 @@ class KeyboardCapture:
             log.debug("a stale PRIMARY claim with the previous side's text; still waiting")
             primary_offer = await clipboard.offer("primary", sentinel)
             self._sentinels["primary"] = primary_offer
+        if not selected and anchor:
+            # There is a selection to show: the app has not handled our keys yet.
+            raise CaptureError(
+                f"the application showed no selection within {empty_timeout_s * 1000:.0f} ms"
+                " of anyfill's select keys (it is busy); nothing was inserted"
+            )
         if not selected:
             log.debug("nothing selected within %.0f ms", empty_timeout_s * 1000)
             # Nothing to select (caret at this edge), or an app that has not read the keys.
@@ -275,13 +339,22 @@ class KeyboardCapture:
         copied = await first_set(clip_offer.lost, timeout_s=timeout)
         text = await clipboard.read_text("clipboard", timeout)
         await keys.press(collapse)
+        if anchor:
+            await keys.press(UNANCHOR_KEY)
         # A round trip to the app (it owns the clipboard now): it answers after handling
         # the collapse key, so its reaction to losing the selection (GTK gives PRIMARY
         # up) is over before we restore the user's PRIMARY.
         await clipboard.read_text("clipboard", timeout)
         if not copied or text is None:
             raise CaptureError(f"the application did not copy the selection with {copy}")
-        return _Side(text, answered, started, collapse)
+        if anchor and not text.startswith(anchor):
+            raise _AnchorMissing
+        return _Side(text[len(anchor) :], answered, started, collapse, copied=text)
+
+
+class _AnchorMissing(Exception):
+    """The anchored copy did not start with the character before the caret (rich text
+    copies some characters differently)."""
 
 
 @dataclass(frozen=True)
@@ -295,7 +368,29 @@ class _Side:
     """The key that collapses this side's selection."""
     handled: KeysHandled | None = None
     """The pings sent after this side's keys (only where they matter)."""
+    copied: str = ""
+    """What our keys made the app copy (``text`` with the anchor, if any)."""
 
     @property
     def empty(self) -> bool:
         return self.answered_s is None
+
+
+def anchor_of(prefix: str) -> str:
+    """The character before the caret when one Left moves over exactly it, else ''.
+
+    It must be a grapheme cluster on its own whatever follows the caret: a letter, digit,
+    punctuation or space that does not join its neighbours (see ANCHOR_CATEGORIES), after
+    a character that cannot reach into it (a zero-width joiner, a mark such as a virama,
+    a prefix format character). Newlines are left out: rich text copies block breaks as
+    one or two of them."""
+    if not prefix:
+        return ""
+    char = prefix[-1]
+    if unicodedata.category(char) not in ANCHOR_CATEGORIES:
+        return ""
+    if any(low <= ord(char) <= high for low, high in HANGUL_JAMO):
+        return ""
+    if len(prefix) > 1 and unicodedata.category(prefix[-2]) in ("Mn", "Mc", "Me", "Cf"):
+        return ""
+    return char

@@ -241,9 +241,10 @@ class SlowEditor:
 async def test_a_suffix_answered_too_late_fails_cleanly_then_the_wait_has_learned() -> None:
     desktop, keys, clipboard, _ = fake_desktop(CHROMIUM)
     clipboard.data["primary"] = ClipSnapshot.from_text("user selection")
-    editor = SlowEditor(clipboard, keys, "Hello world", 6)
-    # The prefix answers at once, so the suffix waits its 20 ms floor; it answers after
-    # 60 ms, within the 100 ms anyfill keeps watching before it inserts.
+    # An emoji before the caret: no anchor for the suffix (see anchor_of), so its empty
+    # answer is a guess. The prefix answers at once, so the suffix waits its 20 ms
+    # floor; it answers after 60 ms, within the 100 ms anyfill keeps watching.
+    editor = SlowEditor(clipboard, keys, "Hello 👋world", 7)
     editor.delays["<ctrl>+<shift>+<home>"] = 0.0
     editor.delays["<ctrl>+<shift>+<end>"] = 0.06
     keyboard = KeyboardCapture(desktop, Settings().capture)
@@ -256,8 +257,8 @@ async def test_a_suffix_answered_too_late_fails_cleanly_then_the_wait_has_learne
 
     assert first.status == "failed", first
     assert "stopped waiting" in first.reason
-    assert editor.text == "Hello world"  # nothing replaced, nothing inserted
-    assert (editor.caret, editor.selection) == (6, None)  # no selection left behind
+    assert editor.text == "Hello 👋world"  # nothing replaced, nothing inserted
+    assert (editor.caret, editor.selection) == (7, None)  # no selection left behind
     assert clipboard.data["clipboard"].text() == "user clipboard"
     assert clipboard.data["primary"].text() == "user selection"
 
@@ -265,17 +266,18 @@ async def test_a_suffix_answered_too_late_fails_cleanly_then_the_wait_has_learne
     second = await pipeline._current
 
     assert (second.status, second.middle) == ("inserted", "big "), second
-    assert editor.text == "Hello big world"
+    assert editor.text == "Hello 👋big world"
     assert clipboard.data["clipboard"].text() == "user clipboard"
     assert clipboard.data["primary"].text() == "user selection"
 
 
 async def test_a_stale_primary_claim_is_no_answer_for_the_next_side() -> None:
-    """Caret at the end: Chromium re-claims PRIMARY with the prefix selection during the
-    suffix side. Taking that as a suffix selection would press Left (the caret moves)."""
+    """Caret at the end, after an emoji (no anchor): Chromium re-claims PRIMARY with the
+    prefix selection during the suffix side. Taking that as a suffix selection would
+    press Left (the caret moves)."""
     desktop, keys, clipboard, _ = fake_desktop(CHROMIUM)
     clipboard.data["primary"] = ClipSnapshot.from_text("user selection")
-    editor = SlowEditor(clipboard, keys, "Hello ", 6)
+    editor = SlowEditor(clipboard, keys, "Hi 👋", 4)
     editor.stale_reclaim = True
     strategies: dict[CaptureStrategy, Strategy] = {
         "keyboard": KeyboardCapture(desktop, Settings().capture)
@@ -287,7 +289,7 @@ async def test_a_stale_primary_claim_is_no_answer_for_the_next_side() -> None:
     outcome = await pipeline._current
 
     assert (outcome.status, outcome.middle) == ("inserted", "world"), outcome
-    assert editor.text == "Hello world"
+    assert editor.text == "Hi 👋world"
     assert "<left>" not in keys.pressed
     assert clipboard.data["clipboard"].text() == "user clipboard"
     assert clipboard.data["primary"].text() == "user selection"
