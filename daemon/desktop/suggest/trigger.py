@@ -50,6 +50,12 @@ class SuggestTrigger:
         """Text typed (or pasted) at ``offset``; the rest of the shown suggestion when the
         user typed its beginning (show it, nothing is asked), else None."""
         self._expected_caret = offset + len(text)
+        if self.typethrough.completes(offset, text):
+            # The suggestion went in whole, as an accepted one does: no keystroke of the
+            # user's rhythm and nothing asked, whether or not the app's event for our
+            # paste came while the keys were still being sent (under load it comes later).
+            self._disarm()
+            return None
         self._keystroke()
         rest = self.typethrough.typed(offset, text)
         if rest is not None:

@@ -24,6 +24,16 @@ class TypeThrough:
     def clear(self) -> None:
         self.shown = None
 
+    def completes(self, offset: int, text: str) -> bool:
+        """``text`` at ``offset`` is the whole suggestion on screen: it was accepted (Tab's
+        paste, whose event comes after the keys under load) or typed to its end. It is
+        forgotten; nothing of it is left to show."""
+        shown = self.shown
+        if shown is None or (offset, text) != (shown.offset, shown.middle):
+            return False
+        self.shown = None
+        return True
+
     def typed(self, offset: int, text: str) -> Shown | None:
         """The user inserted ``text`` at ``offset``: the rest of the suggestion (at the caret
         after it) when it begins with what was typed, else None (and it is forgotten)."""

@@ -123,6 +123,41 @@ async def test_type_through_shows_the_rest_without_a_request() -> None:
     assert len(driver.asks) == 2
 
 
+async def test_the_accepted_suggestion_going_in_whole_asks_nothing_new() -> None:
+    """Tab pastes the suggestion; the app's event for it comes after our keys under load
+    (test_suggestions.py's Mousepad case, 1 of 10 full runs: a new ghost appeared)."""
+    clock = ManualClock()
+    driver = Driver(clock, AdaptivePause(fixed_ms=200))
+    driver.trigger.inserted(9, "(")
+    await clock.advance(0.3)
+    driver.trigger.finished(latency_ms=50)
+    driver.trigger.shown(10, "items):")
+
+    assert driver.trigger.inserted(10, "items):") is None
+    driver.trigger.caret_moved(17)  # the caret after the paste
+    await clock.advance(2.0)
+
+    assert len(driver.asks) == 1  # nothing asked after the insertion
+    assert driver.cancels == []
+    driver.trigger.inserted(17, " ")  # the user types on: asked again after the pause
+    await clock.advance(0.3)
+    assert len(driver.asks) == 2
+
+
+async def test_the_same_text_elsewhere_is_typing_and_asks_again() -> None:
+    clock = ManualClock()
+    driver = Driver(clock, AdaptivePause(fixed_ms=200))
+    driver.trigger.inserted(9, "(")
+    await clock.advance(0.3)
+    driver.trigger.finished(latency_ms=50)
+    driver.trigger.shown(10, "items):")
+
+    driver.trigger.inserted(30, "items):")  # not at the suggestion's offset
+    await clock.advance(0.3)
+
+    assert len(driver.asks) == 2
+
+
 async def test_a_local_backend_waits_less_than_a_cloud_one_and_latency_lengthens_it() -> None:
     local, cloud = AdaptivePause(), AdaptivePause()
     assert local.ms(local=True) < cloud.ms(local=False)
