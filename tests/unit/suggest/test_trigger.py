@@ -103,13 +103,19 @@ async def test_a_caret_moved_elsewhere_cancels_and_asks_again_after_the_pause() 
     assert len(driver.asks) == 2
 
 
-async def test_type_through_shows_the_rest_without_a_request() -> None:
+async def items_suggested() -> tuple[ManualClock, Driver]:
+    """The user typed "(" at 9 and paused; "items):" shows at 10 (one request asked)."""
     clock = ManualClock()
     driver = Driver(clock, AdaptivePause(fixed_ms=200))
     driver.trigger.inserted(9, "(")
     await clock.advance(0.3)
     driver.trigger.finished(latency_ms=50)
     driver.trigger.shown(10, "items):")
+    return clock, driver
+
+
+async def test_type_through_shows_the_rest_without_a_request() -> None:
+    clock, driver = await items_suggested()
     rest = driver.trigger.inserted(10, "i")
     assert rest is not None
     assert (rest.offset, rest.middle) == (11, "tems):")
@@ -125,13 +131,9 @@ async def test_type_through_shows_the_rest_without_a_request() -> None:
 
 async def test_the_accepted_suggestion_going_in_whole_asks_nothing_new() -> None:
     """Tab pastes the suggestion; the app's event for it comes after our keys under load
-    (test_suggestions.py's Mousepad case, 1 of 10 full runs: a new ghost appeared)."""
-    clock = ManualClock()
-    driver = Driver(clock, AdaptivePause(fixed_ms=200))
-    driver.trigger.inserted(9, "(")
-    await clock.advance(0.3)
-    driver.trigger.finished(latency_ms=50)
-    driver.trigger.shown(10, "items):")
+    (test_suggestions.py's Mousepad case, 1 of 2 full runs under two busy loops: a new
+    ghost appeared)."""
+    clock, driver = await items_suggested()
 
     assert driver.trigger.inserted(10, "items):") is None
     driver.trigger.caret_moved(17)  # the caret after the paste
@@ -145,12 +147,7 @@ async def test_the_accepted_suggestion_going_in_whole_asks_nothing_new() -> None
 
 
 async def test_the_same_text_elsewhere_is_typing_and_asks_again() -> None:
-    clock = ManualClock()
-    driver = Driver(clock, AdaptivePause(fixed_ms=200))
-    driver.trigger.inserted(9, "(")
-    await clock.advance(0.3)
-    driver.trigger.finished(latency_ms=50)
-    driver.trigger.shown(10, "items):")
+    clock, driver = await items_suggested()
 
     driver.trigger.inserted(30, "items):")  # not at the suggestion's offset
     await clock.advance(0.3)
