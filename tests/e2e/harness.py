@@ -59,7 +59,11 @@ class XSession:
     def start(cls) -> Iterator[XSession]:
         workdir = Path(tempfile.mkdtemp(prefix="anyfill-e2e-"))
         read_fd, write_fd = os.pipe()
-        command = ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1280x800x24"]
+        # -noreset: when its last running client leaves, Xvfb resets and drops every
+        # connection still in its setup; a program starting while a test's xdotool poll
+        # exits then fails with "could not connect" (8 of 150 starts here). A desktop's
+        # X server never resets mid-session: its window manager stays connected.
+        command = ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1280x800x24", "-noreset"]
         with (workdir / "xvfb.log").open("wb") as log:
             process = subprocess.Popen(
                 [*command, "-nolisten", "tcp"],
