@@ -14,7 +14,6 @@ empty (see :func:`anchor_of`); the copy then always comes, and that character is
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 import unicodedata
@@ -140,7 +139,7 @@ class KeyboardCapture:
             anchor = anchor_of(sides[0].text)
             suffix = None
             if anchor:
-                with contextlib.suppress(_AnchorMissing):
+                try:
                     suffix = await self._copy_side(
                         target,
                         select_suffix,
@@ -150,6 +149,8 @@ class KeyboardCapture:
                         stale=stale,
                         anchor=anchor,
                     )
+                except _AnchorMissing:
+                    log.info(ANCHOR_MISSING_LOG)
             if suffix is None:
                 suffix = await self._copy_side(
                     target, select_suffix, COLLAPSE_SUFFIX, app.copy_keys, wait, stale=stale
@@ -350,6 +351,12 @@ class KeyboardCapture:
         if anchor and not text.startswith(anchor):
             raise _AnchorMissing
         return _Side(text[len(anchor) :], answered, started, collapse, copied=text)
+
+
+ANCHOR_MISSING_LOG = (
+    "the anchored copy of the suffix did not start with the character before the caret;"
+    " copying the suffix plainly"
+)
 
 
 class _AnchorMissing(Exception):
