@@ -6,18 +6,13 @@ The page posts its textarea's value and caret to a loopback recorder after each 
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import signal
-import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 
+from tests.e2e.chromium import CHROMIUM, SKIP_REASON, StateRecorder, page_windows
 from tests.e2e.harness import Daemon, XSession, wait_until
 from tests.e2e.test_qt_target import (
     USER_CLIP,
@@ -28,65 +23,25 @@ from tests.e2e.test_qt_target import (
     press,
     unique,
 )
-from tests.servers.http import LoopbackServer, RecordedRequest, Response
+from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
 from tests.servers.script import Reply
 
-CHROMIUM = shutil.which("chromium")
 pytestmark = [
     pytest.mark.desktop,
     pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (Debian)"),
+    pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON),
 ]
 PAGE = Path(__file__).with_name("chromium_target.html")
 
 
-class StateRecorder:
-    """Keeps the last state the page posted."""
-
-    def __init__(self) -> None:
-        self.state: dict[str, Any] = {}
-
-    async def __call__(self, request: RecordedRequest, response: Response) -> None:
-        if request.method == "POST" and request.body:
-            self.state = json.loads(request.body)
-        await response.body(204, b"")
-
-
 @pytest.fixture
-def chromium(x: XSession) -> Iterator[Any]:
-    recorder = StateRecorder()
-    processes: list[subprocess.Popen[bytes]] = []
-    with LoopbackServer.in_thread(recorder) as server:
-
-        def open_page(text: str, caret: int) -> StateRecorder:
-            start = {"text": text, "caret": caret, "report": server.url + "/state"}
-            url = PAGE.as_uri() + "#" + quote(json.dumps(start))
-            profile = x.workdir / f"chromium-{len(processes)}"
-            process = x.spawn(
-                [
-                    str(CHROMIUM),
-                    "--no-sandbox",
-                    "--no-first-run",
-                    "--no-default-browser-check",
-                    "--disable-gpu",
-                    "--password-store=basic",
-                    f"--user-data-dir={profile}",
-                    f"--app={url}",
-                ],
-                "chromium.log",
-            )
-            processes.append(process)
-            wid = x.find_window("chromium", within=60)
-            wait_until(lambda: recorder.state.get("text") == text, 60, "the page to load")
-            x.focus(wid, exact=False)
-            wait_until(lambda: recorder.state.get("focused"), 10, "the textarea focus")
-            return recorder
-
-        yield open_page
-    for process in processes:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(20)
+def chromium(x: XSession) -> Iterator[Callable[[str, int], StateRecorder]]:
+    """Opens the textarea page holding ``text``, the caret at ``caret``."""
+    with page_windows(x, PAGE, "chromium") as open_page:
+        yield lambda text, caret: open_page(
+            {"text": text, "caret": caret}, lambda state: state.get("text") == text
+        )
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -31,10 +30,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 
+from tests.e2e.chromium import CHROMIUM, SKIP_REASON, app_command, page_url
 from tests.e2e.conftest import CHROMIUM_RUNS
 from tests.e2e.harness import Daemon, Outcome, XSession, wait_until
 from tests.e2e.test_qt_target import USER_CLIP, USER_PRIMARY, answer_next, infill, press
@@ -42,11 +41,10 @@ from tests.servers.http import LoopbackServer, RecordedRequest, Response
 from tests.servers.llamacpp import LlamaCpp
 from tests.servers.script import Reply
 
-CHROMIUM = shutil.which("chromium")
 pytestmark = [
     pytest.mark.desktop,
     pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (Debian)"),
+    pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON),
 ]
 PAGE = Path(__file__).with_name("chromium_target.html")
 REPEAT = max(1, int(os.environ.get("ANYFILL_E2E_CHROMIUM_REPEAT", "8")))
@@ -113,19 +111,8 @@ def page(x: XSession) -> Iterator[tuple[Page, int]]:
             "report": server.url + "/state",
             "commands": server.url + "/cmd",
         }
-        url = PAGE.as_uri() + "#" + quote(json.dumps(start))
         process = x.spawn(
-            [
-                str(CHROMIUM),
-                "--no-sandbox",
-                "--no-first-run",
-                "--no-default-browser-check",
-                "--disable-gpu",
-                "--password-store=basic",
-                f"--user-data-dir={x.workdir / 'chromium-races'}",
-                f"--app={url}",
-            ],
-            "chromium-races.log",
+            app_command(x.workdir / "chromium-races", page_url(PAGE, start)), "chromium-races.log"
         )
         try:
             wid = x.find_window("chromium", within=60)

@@ -11,20 +11,14 @@ one), and the document must come out exact with the caret after the completion.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import signal
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 
 from anyfill.daemon.desktop.capture.keyboard import ANCHOR_MISSING_LOG
+from tests.e2e.chromium import CHROMIUM, SKIP_REASON, StateRecorder, page_windows
 from tests.e2e.harness import Daemon, XSession, wait_until
-from tests.e2e.test_chromium import StateRecorder
 from tests.e2e.test_qt_target import (
     USER_CLIP,
     USER_PRIMARY,
@@ -37,11 +31,10 @@ from tests.servers.http import LoopbackServer
 from tests.servers.llamacpp import LlamaCpp
 from tests.servers.script import Reply
 
-CHROMIUM = shutil.which("chromium")
 pytestmark = [
     pytest.mark.desktop,
     pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (Debian)"),
+    pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON),
 ]
 PAGE = Path(__file__).with_name("chromium_rich_target.html")
 CARET = "\u2038"
@@ -65,36 +58,8 @@ Opener = Callable[[str], StateRecorder]
 
 @pytest.fixture
 def rich_page(x: XSession) -> Iterator[Opener]:
-    recorder = StateRecorder()
-    processes: list[subprocess.Popen[bytes]] = []
-    with LoopbackServer.in_thread(recorder) as server:
-
-        def open_page(html: str) -> StateRecorder:
-            url = PAGE.as_uri() + "#" + quote(json.dumps({"html": html, "report": server.url}))
-            process = x.spawn(
-                [
-                    str(CHROMIUM),
-                    "--no-sandbox",
-                    "--no-first-run",
-                    "--no-default-browser-check",
-                    "--disable-gpu",
-                    "--password-store=basic",
-                    f"--user-data-dir={x.workdir / f'chromium-rich-{len(processes)}'}",
-                    f"--app={url}",
-                ],
-                "chromium-rich.log",
-            )
-            processes.append(process)
-            wid = x.find_window("chromium", within=60)
-            wait_until(lambda: "text" in recorder.state, 60, "the page to load")
-            x.focus(wid, exact=False)
-            wait_until(lambda: recorder.state.get("focused"), 10, "the editor's focus")
-            return recorder
-
-        yield open_page
-    for process in processes:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(20)
+    with page_windows(x, PAGE, "chromium-rich") as open_page:
+        yield lambda html: open_page({"html": html}, lambda state: "text" in state)
 
 
 @pytest.mark.parametrize("name", list(CASES))

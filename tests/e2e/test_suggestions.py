@@ -14,7 +14,6 @@ hides it and nothing is inserted.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
 import shutil
@@ -25,10 +24,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import quote
 
 import pytest
 
+from tests.e2e.chromium import CHROMIUM, SKIP_REASON, StateRecorder, app_command, page_url
 from tests.e2e.harness import Daemon, QtTarget, XSession, daemon_config, wait_until
 from tests.e2e.test_accessibility import MISSING, a11y
 from tests.e2e.test_qt_target import USER_CLIP, answer_next, infill
@@ -425,36 +424,23 @@ def test_mousepad_a_pause_shows_ghost_text_and_tab_inserts_it(
             editor.wait(10)
 
 
-CHROMIUM = shutil.which("chromium")
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (Debian)")
+@pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
 def test_chromium_with_its_accessibility_on_shows_and_inserts_a_suggestion(
     a11y: XSession, suggesting: Daemon, llama: tuple[LlamaCpp, LoopbackServer]
 ) -> None:
     """Chromium sends the text events only with its accessibility forced on: the flag
     --force-renderer-accessibility and ACCESSIBILITY_ENABLED=1 (the flag alone sent none
     here)."""
-    from tests.e2e.test_chromium import PAGE, StateRecorder
+    from tests.e2e.test_chromium import PAGE
 
     responder, server = llama
     answer_next(responder, Reply(text=" world"))
     recorder = StateRecorder()
     with LoopbackServer.in_thread(recorder) as pages:
         start = {"text": "", "caret": 0, "report": pages.url + "/state"}
-        url = PAGE.as_uri() + "#" + quote(json.dumps(start))
+        profile = a11y.workdir / "chromium-suggest"
         browser = a11y.spawn(
-            [
-                str(CHROMIUM),
-                "--no-sandbox",
-                "--no-first-run",
-                "--no-default-browser-check",
-                "--disable-gpu",
-                "--password-store=basic",
-                "--force-renderer-accessibility",
-                f"--user-data-dir={a11y.workdir / 'chromium-suggest'}",
-                f"--app={url}",
-            ],
+            app_command(profile, page_url(PAGE, start), "--force-renderer-accessibility"),
             "chromium-suggest.log",
             env={**a11y.env, "ACCESSIBILITY_ENABLED": "1"},
         )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -27,6 +26,7 @@ from anyfill.daemon.wayland.datacontrol import (
     DataControlClipboard,
     open_native_clipboard,
 )
+from tests.e2e.chromium import CHROMIUM, SKIP_REASON, app_command
 from tests.e2e.conftest import FIGURES, REPEAT, Tally
 from tests.e2e.harness import Daemon, Outcome, QtTarget, daemon_config, wait_until
 from tests.e2e.wayland import UNUSABLE, Editor, WaylandSession, open_mousepad
@@ -37,7 +37,6 @@ from tests.servers.script import Reply
 
 pytestmark = [pytest.mark.desktop, pytest.mark.skipif(bool(UNUSABLE), reason=UNUSABLE)]
 
-CHROMIUM = shutil.which("chromium")
 ALL_FORMATS = FIGURES.setdefault("R3 user clipboard restored with every format", Tally())
 ALL_PRIMARY = FIGURES.setdefault("R3 user PRIMARY restored with every format", Tally())
 
@@ -79,17 +78,7 @@ def browser(wl: WaylandSession) -> Iterator[int]:
     )
     known = {n.get("id") for n in wl.windows()}
     process = wl.spawn(
-        [
-            CHROMIUM,
-            "--ozone-platform=wayland",
-            "--no-sandbox",
-            "--no-first-run",
-            "--no-default-browser-check",
-            "--disable-gpu",
-            "--password-store=basic",
-            f"--user-data-dir={wl.workdir / 'chromium'}",
-            f"--app={page.as_uri()}",
-        ],
+        app_command(wl.workdir / "chromium", page.as_uri(), "--ozone-platform=wayland"),
         "chromium.log",
     )
 
@@ -312,7 +301,7 @@ def _read_all(wl: WaylandSession, *, primary: bool = False) -> dict[str, bytes]:
     return {mime: paste(wl, mime, primary=primary) for mime in types(wl, primary=primary)}
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (Debian)")
+@pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
 def test_a_chromium_copy_comes_back_whole_after_a_paste(
     wl: WaylandSession,
     daemon: Daemon,
