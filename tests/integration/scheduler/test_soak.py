@@ -1,10 +1,11 @@
-"""10,000 requests with random cancels, supersedes, 429s and dropped connections leave
-no pending task and no open socket behind."""
+"""10,000 requests or more with random cancels, supersedes, 429s and dropped connections
+leave no pending task and no open socket behind."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import os
 import random
 
@@ -20,6 +21,9 @@ from tests.servers.openai import OpenAI
 from tests.servers.script import Reply
 
 REQUESTS = 10_000
+CHAOS_WANTED = 100
+"""429s and dropped connections the primary must have answered before the soak ends."""
+REQUESTS_CAP = 50_000
 
 
 class Chaos(OpenAI):
@@ -70,10 +74,23 @@ async def test_ten_thousand_requests_leave_nothing_behind(loopback: StartServer)
         openai_config("spare", spare.url, limits=Limits(max_concurrent=12)),
     ]
     async with scheduler_for(configs) as scheduler:
-        numbers = iter(range(REQUESTS))
+        numbers = itertools.count()
+        issued = 0
+
+        def enough(i: int) -> bool:
+            """How much of the traffic reaches the chaotic primary depends on the clock
+            (a dropped connection cools it for 1 s and more while the spare answers: 637
+            to 2,580 of 10,000 requests here, once only 75 429s), so the soak goes on
+            until it has answered enough of both failures, not for a set time."""
+            chaos_met = min(chaos.kinds["429"], chaos.kinds["reset"]) >= CHAOS_WANTED
+            return i >= REQUESTS_CAP or (i >= REQUESTS and chaos_met)
 
         async def worker() -> None:
+            nonlocal issued
             for i in numbers:
+                if enough(i):
+                    return
+                issued += 1
                 request = CompletionRequest(
                     context=Context(prefix=f"x{i} = ", suffix="\n", app=f"t{rng.randrange(1000)}"),
                     id=f"s{i}",
@@ -113,12 +130,12 @@ async def test_ten_thousand_requests_leave_nothing_behind(loopback: StartServer)
     await asyncio.sleep(0.05)
     assert open_sockets() == baseline_sockets
     assert asyncio.all_tasks() == baseline_tasks
-    print(f"soak outcomes: {dict(outcomes)}; server replies: {dict(chaos.kinds)}")
-    assert sum(outcomes.values()) == REQUESTS
-    assert outcomes["ok"] > REQUESTS // 2, outcomes
+    print(f"soak: {issued} requests, outcomes {dict(outcomes)}; server replies {dict(chaos.kinds)}")
+    assert sum(outcomes.values()) == issued
+    assert outcomes["ok"] > issued // 2, outcomes
     assert outcomes["dropped"] > 0
     assert outcomes["task cancelled"] > 0
     assert outcomes["superseded"] > 0
-    assert chaos.kinds["429"] > 100
-    assert chaos.kinds["reset"] > 100
+    assert chaos.kinds["429"] >= CHAOS_WANTED, f"{issued} requests"
+    assert chaos.kinds["reset"] >= CHAOS_WANTED, f"{issued} requests"
     assert len(primary.disconnects) > 0
