@@ -80,7 +80,7 @@ async def test_ten_thousand_requests_leave_nothing_behind(loopback: StartServer)
         def enough(i: int) -> bool:
             """How much of the traffic reaches the chaotic primary depends on the clock
             (a dropped connection cools it for 1 s and more while the spare answers: 637
-            to 2,580 of 10,000 requests here, once only 75 429s), so the soak goes on
+            to 2,600 of 10,000 requests here, once only 75 429s), so the soak goes on
             until it has answered enough of both failures, not for a set time."""
             chaos_met = min(chaos.kinds["429"], chaos.kinds["reset"]) >= CHAOS_WANTED
             return i >= REQUESTS_CAP or (i >= REQUESTS and chaos_met)
