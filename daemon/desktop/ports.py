@@ -132,6 +132,10 @@ class Target:
     process: str = ""
     title: str = ""
     pid: int | None = None
+    relays_input: bool = False
+    """The program hands its windows' input to helper processes (Chromium's and
+    Electron's renderers, Firefox's content processes): its answer to a ping shows that
+    it read our keys, not that the process behind the text field handled them."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -212,6 +216,27 @@ class Windows(Protocol):
         """Wait until the program of ``window_id`` has handled every input event sent to
         it so far (a focus change, keys): True once it showed that, False when it did not
         within ``timeout_s``, None at once where the window or platform cannot tell."""
+        ...
+
+    async def watch_paints(self, window_id: int) -> Paints | None:
+        """Start noting when the window is drawn again; None where the platform cannot
+        tell (see :class:`Paints`)."""
+        ...
+
+
+class Paints(Protocol):
+    """The redraws of one window from the moment the watch began (X11: DAMAGE).
+
+    A program whose input goes to a helper process (see ``Target.relays_input``) draws
+    nothing while that process is frozen, not even a caret's blink; once it thaws it
+    handles the input waiting for it before it draws again."""
+
+    async def drawn(self, timeout_s: float) -> bool:
+        """Wait until the window was drawn after the watch began; False on timeout."""
+        ...
+
+    def close(self) -> None:
+        """Stop watching (idempotent)."""
         ...
 
 

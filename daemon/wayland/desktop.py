@@ -24,7 +24,7 @@ from types import TracebackType
 from anyfill.daemon.atspi.focus import AtspiFocus
 from anyfill.daemon.atspi.insert import AtspiInserter
 from anyfill.daemon.desktop.hotkeys import Action, Hotkey, Trigger
-from anyfill.daemon.desktop.ports import Clipboard, Desktop, Keys, Target
+from anyfill.daemon.desktop.ports import Clipboard, Desktop, Keys, Paints, Target
 from anyfill.daemon.errors import DesktopUnavailable
 from anyfill.daemon.wayland.clipboard import WlClipboard, wl_clipboard_installed
 from anyfill.daemon.wayland.compositor import FocusSource, compositor_focus
@@ -106,6 +106,9 @@ class WaylandWindows:
 
     async def ping(self, window_id: int, timeout_s: float) -> bool | None:
         return None  # no protocol asks an application whether it is idle
+
+    async def watch_paints(self, window_id: int) -> Paints | None:
+        return None  # no protocol shows another client's frames
 
 
 class WaylandDesktop:

@@ -9,8 +9,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from anyfill.daemon.desktop.ports import Target
-from anyfill.daemon.desktop.process import process_name
+from anyfill.daemon.desktop.ports import Paints, Target
+from anyfill.daemon.desktop.process import process_name, relays_input
+from anyfill.daemon.x11 import paints
 from anyfill.daemon.x11.connection import XConnection
 
 log = logging.getLogger("anyfill.x11.windows")
@@ -81,6 +82,7 @@ class X11Windows:
             process=process_name(pid),
             title=title,
             pid=pid,
+            relays_input=relays_input(pid),
         )
 
     def is_password_field(self, target: Target) -> bool | None:
@@ -141,6 +143,9 @@ class X11Windows:
             "window 0x%x answered a ping in %.1f ms", window_id, (time.monotonic() - began) * 1000
         )
         return True
+
+    async def watch_paints(self, window_id: int) -> Paints | None:
+        return await paints.watch(self._conn, window_id)
 
     def _lists_ping(self, window_id: int) -> bool:
         """Whether the window lists ``_NET_WM_PING`` in WM_PROTOCOLS; read once per window

@@ -15,7 +15,7 @@ from anyfill.daemon.backends.base import Plan
 from anyfill.daemon.completion import Completion, CompletionRequest
 from anyfill.daemon.desktop.capture.timings import AppTimings
 from anyfill.daemon.desktop.inject.paste import Pasted, paste
-from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer, Target, Which
+from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer, Paints, Target, Which
 
 
 class FakeClipboard:
@@ -167,6 +167,9 @@ class FakeWindows:
     async def ping(self, window_id: int, timeout_s: float) -> bool | None:
         self.pings.append(window_id)
         return None  # as a window that does not list the ping
+
+    async def watch_paints(self, window_id: int) -> Paints | None:
+        return None  # as a platform that cannot tell
 
 
 def fake_desktop(target: Target) -> tuple[Desktop, FakeKeys, FakeClipboard, FakeWindows]:
