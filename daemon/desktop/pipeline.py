@@ -454,6 +454,10 @@ class Pipeline:
             # that have not shown after the wait may still come, so never type twice.
             if status != "failed" or reason != UNCHANGED or typed or attempt == INSERT_RETRIES:
                 break
+            if inserted.doubt:
+                # The app read the restored clipboard: the user's text may be in the
+                # document where the read-back could not tell it apart.
+                break
             # The read-back shows the document exactly as before (the app dropped the
             # paste, e.g. its clipboard read timed out under load): safe to insert again.
             log.info("the insertion did not land and nothing changed; inserting again")
@@ -511,7 +515,7 @@ class Pipeline:
             if after is not None and not after.startswith(captured.whole_suffix[:VERIFY_CHARS]):
                 return "failed", AFTER_CHANGED
             return "inserted", ""
-        if now.endswith(captured.whole_prefix[-VERIFY_CHARS:]):
+        if _unchanged(now, captured.whole_prefix):
             return "failed", UNCHANGED
         return "failed", "the text before the caret is not what the insertion should have made"
 
@@ -551,6 +555,16 @@ async def _uninterrupted(step: Coroutine[object, object, T]) -> T:
         if error is not None and not isinstance(error, Interrupted):
             log.warning("a step finished with an error while cancelling: %s", error)
         raise
+
+
+def _unchanged(now: str, prefix: str) -> bool:
+    """Whether the text before the caret read back is still what the capture read. Every
+    text ends with an empty prefix: there only an empty read-back is unchanged (a paste
+    of the user's clipboard into an empty field read as "nothing changed", and the
+    completion was pasted after it)."""
+    if not prefix:
+        return now == ""
+    return now.endswith(prefix[-VERIFY_CHARS:])
 
 
 def _ms(started: float) -> float:

@@ -64,7 +64,7 @@ read our keys yet from one with nothing to select. A late answer then comes afte
 paste keys were queued behind our copy keys: the app pastes its own late copy over its
 late selection and the collapse key moves the caret. So nothing is inserted before the
 longest wait any app gets to show a selection has passed (it overlaps the backend's
-answer)."""
+answer), and, where the app shows it (capture/order.py), before it handled our keys."""
 COPY_AFTER_SELECTION_S = 1.0
 """Once the app showed a selection, its copy is waited for at least this long."""
 ANCHOR_KEY, UNANCHOR_KEY = "<left>", "<right>"
@@ -166,7 +166,7 @@ class KeyboardCapture:
                     stale=frozenset({sides[1].text}),
                 )
 
-        late = await self._with_selections_kept(target, copy_both, sides)
+        late = await self._with_selections_kept(target, app.copy_keys, copy_both, sides)
         prefix, suffix = sides
         captured = trimmed(prefix.text, suffix.text, target, "keyboard", self._config)
         return replace(captured, late=late)
@@ -186,7 +186,7 @@ class KeyboardCapture:
             )
 
         try:
-            late = await self._with_selections_kept(target, copy_prefix, sides)
+            late = await self._with_selections_kept(target, app.copy_keys, copy_prefix, sides)
         except CaptureError as exc:
             log.info("reading the text back failed: %s", exc)
             return None
@@ -200,7 +200,11 @@ class KeyboardCapture:
             self._late = None
 
     async def _with_selections_kept(
-        self, target: Target, copy: Callable[[], Awaitable[None]], sides: list[_Side]
+        self,
+        target: Target,
+        copy_keys: str,
+        copy: Callable[[], Awaitable[None]],
+        sides: list[_Side],
     ) -> LateClaims:
         """Run ``copy`` with the user's CLIPBOARD and PRIMARY saved and put back after,
         then watch for the app's late claims (started here, running on)."""
@@ -234,13 +238,20 @@ class KeyboardCapture:
                 all_ours=not complete,
                 timings=self.timings,
                 keys_at=last.keys_at if last is not None else time.monotonic(),
+                copy_keys=copy_keys,
             )
             if late.collapse and self.timings.slowest_reaction(target.app) is None:
                 settle = UNSEEN_EMPTY_SETTLE_S  # no side answered, none ever did here
-                # An app that answers pings shows when it has read our keys: a frozen
+                # An app that answers pings shows when it has read our keys (one that
+                # relays them to a renderer, when that drew its window after): a frozen
                 # one then handles them (its late claims fail the press) before the
                 # paste keys can reach it.
                 late.hold_for = last.handled if last is not None else None
+                log.debug(
+                    "every side taken as empty in an app never seen answering: holding"
+                    " the paste until it shows it handled our keys%s",
+                    " (drawn after them)" if target.relays_input else "",
+                )
             elif late.collapse or late.all_ours:
                 settle = self.timings.settle(target.app, EMPTY_SIDE_SETTLE_S, SETTLE_CAP_S)
             else:
@@ -308,7 +319,11 @@ class KeyboardCapture:
         # In an app never seen answering, whether it has read our keys matters if this
         # side comes out empty (see UNSEEN_EMPTY_SETTLE_S).
         unseen = self.timings.slowest_reaction(target.app) is None
-        handled = KeysHandled(self._desktop.windows, target.window_id) if unseen else None
+        handled = (
+            KeysHandled(self._desktop.windows, target.window_id, relayed=target.relays_input)
+            if unseen
+            else None
+        )
         deadline = started + empty_timeout_s
         while True:
             left = deadline - time.monotonic()

@@ -23,15 +23,20 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from dataclasses import dataclass, field
 
 from anyfill.daemon.desktop.capture.order import KeysHandled
 from anyfill.daemon.desktop.capture.timings import AppTimings
 from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer, Target, Which
+from anyfill.daemon.waiting import first_set
 
 log = logging.getLogger("anyfill.capture.late")
 
 POLL_S = 0.005
+SELECTION_PROBE_S = 1.0
+"""How long an app that just answered our keys late gets to copy a selection it still
+shows, unless it shows sooner that it handled the copy key (capture/order.py)."""
 HOLD_CAP_S = 10.0
 """Longest hold for an app that has not answered the pings of ``hold_for``."""
 READ_TIMEOUT_S = 0.25
@@ -61,6 +66,8 @@ class LateClaims:
     seen answering: the watch lasts until they were answered, or until the app's late
     claims came and ``seconds`` more passed (for the rest of them), at most
     HOLD_CAP_S."""
+    copy_keys: str = "<ctrl>+c"
+    """The app's copy keys (asking whether our keys left a selection)."""
     invalid: str = ""
     """Why the capture cannot be trusted ('' while it can)."""
     seconds: float = 0.0
@@ -122,10 +129,11 @@ class LateClaims:
             return True  # frozen: when it thaws it handles our keys, and claims
         if not self.invalid:
             self.invalid = (
-                f"the application handled none of anyfill's keys within {HOLD_CAP_S:.0f} s;"
-                " nothing was inserted (a selection may still appear when it does)"
+                f"the application showed no sign of handling anyfill's keys within"
+                f" {HOLD_CAP_S:.0f} s; nothing was inserted (a selection may still appear"
+                " when it does)"
             )
-            log.warning("the target handled none of the capture keys in %.0f s", HOLD_CAP_S)
+            log.warning("the target showed no sign of the capture keys in %.0f s", HOLD_CAP_S)
         return False
 
     async def check_now(self) -> None:
@@ -192,7 +200,32 @@ class LateClaims:
         self._invalid_at = time.monotonic()
         collapse, self.collapse = self.collapse, None
         now = self.desktop.windows.focused()
-        if collapse is not None and now is not None and now.window_id == self.target.window_id:
-            # The select keys left a selection we never collapsed: a paste would replace it.
+        if collapse is None or now is None or now.window_id != self.target.window_id:
+            return
+        # The select keys may have left a selection we never collapsed (a paste would
+        # replace it, typing too), or none (the caret at that edge: then the collapse
+        # key would move the caret).
+        if await self._selection_left():
             await self.desktop.keys.press(collapse)
         # Further claims of this text are stale ones: restore, as for any side we copied.
+
+    async def _selection_left(self) -> bool:
+        """Whether our keys left a selection, asked with the copy key once the app has
+        handled them: it copies only a selection. The user's CLIPBOARD goes back after."""
+        clipboard = self.desktop.clipboard
+        probe = ClipSnapshot.from_text(f"anyfill-sentinel-{uuid.uuid4().hex}")
+        offer = await clipboard.offer("clipboard", probe)
+        self.sentinels["clipboard"] = offer
+        await self.desktop.keys.press(self.copy_keys)
+        handled = KeysHandled(
+            self.desktop.windows, self.target.window_id, relayed=self.target.relays_input
+        )
+        await first_set(offer.lost, handled.answered, timeout_s=SELECTION_PROBE_S)
+        left = offer.lost.is_set()
+        if left:
+            copied = await clipboard.read_text("clipboard", READ_TIMEOUT_S)
+            if copied:
+                self.ours.add(copied)
+        log.debug("asked with the copy key, a selection is %s", "left" if left else "not left")
+        await self._restore("clipboard")
+        return left

@@ -83,6 +83,7 @@ class Inserter:
             app=target.app,
             timings=self.timings,
             veto=None if selection_was_theirs else partial(new_selection, target.window_id),
+            relayed=target.relays_input,
         )
         doubt = ""
         if pasted.late_read:

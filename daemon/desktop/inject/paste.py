@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from anyfill.daemon.desktop.capture.order import KeysHandled
 from anyfill.daemon.desktop.capture.timings import AppTimings
 from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Offer
 from anyfill.daemon.errors import InsertError, SelectionAppeared
@@ -54,13 +55,16 @@ async def paste(
     app: str = "",
     timings: AppTimings | None = None,
     veto: Callable[[], bool] | None = None,
+    relayed: bool = False,
 ) -> Pasted:
     """Paste ``text``; ``guard`` runs right before the keys and may refuse by raising.
 
     ``reader`` is the target window: only its program's requests count. ``timings``
     holds what ``app`` did on earlier pastes and learns from this one. ``veto`` is asked
     at each read: True refuses the data (a selection appeared that the paste would
-    replace) and the paste fails with SelectionAppeared.
+    replace) and the paste fails with SelectionAppeared. ``relayed``: the target hands
+    its keys to a renderer (``Target.relays_input``); the user's clipboard then goes
+    back only once that has drawn the window after the paste keys.
     """
     timings = timings or AppTimings()
     clipboard = desktop.clipboard
@@ -79,8 +83,7 @@ async def paste(
         offer.asked.clear()
         started = time.monotonic()
         asked_before = offer.requests
-        await desktop.keys.press(paste_keys)
-        log.debug("paste keys %s sent", paste_keys)
+        handled = await _press(desktop, paste_keys, reader if relayed else None)
         await _first_read(offer, asked_before, restore_timeout_s)
         if not offer.fetched.is_set():
             if offer.refused.is_set():
@@ -95,6 +98,8 @@ async def paste(
                 f" (paste keys {paste_keys})"
             )
         span = await _until_done(offer, timings, app, started, started + restore_timeout_s)
+        if handled is not None:
+            span = await _until_drawn(offer, handled, started, started + restore_timeout_s, span)
         if offer.refused.is_set():
             raise _refused()
         timings.note_paste(app, offer.fetches, span)
@@ -129,6 +134,32 @@ async def _first_read(offer: Offer, asked_before: int, timeout_s: float) -> None
     if not settled and offer.requests > asked_before:
         log.info("the application asked but has not read the paste yet; waiting on")
         await first_set(offer.fetched, offer.refused, offer.lost, timeout_s=timeout_s)
+
+
+async def _press(desktop: Desktop, paste_keys: str, renderer: int | None) -> KeysHandled | None:
+    """Send the paste keys; with ``renderer`` (a window whose keys a renderer handles),
+    start watching for its frame after them."""
+    await desktop.keys.press(paste_keys)
+    log.debug("paste keys %s sent", paste_keys)
+    return KeysHandled(desktop.windows, renderer, relayed=True) if renderer else None
+
+
+async def _until_drawn(
+    offer: Offer, handled: KeysHandled, started: float, deadline: float, span: float
+) -> float:
+    """Wait for a renderer's frame after the paste keys; returns the paste's span.
+
+    Chromium's browser process reads the clipboard once by itself; its renderer reads it
+    again and inserts that read. A renderer still catching up (just thawed) read 135 ms
+    after the keys, past the quiet period, and pasted the user's restored clipboard."""
+    fetches = offer.fetches
+    await first_set(
+        handled.finished, offer.refused, offer.lost, timeout_s=deadline - time.monotonic()
+    )
+    if offer.fetches == fetches:
+        return span
+    log.debug("the renderer read the paste after the app went quiet")
+    return time.monotonic() - started
 
 
 def _refused() -> SelectionAppeared:

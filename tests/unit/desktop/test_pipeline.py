@@ -298,3 +298,67 @@ async def test_typed_keys_that_never_show_are_a_failure_typed_only_once(
     assert (outcome.status, outcome.middle) == ("failed", "typed ")
     assert "did not land" in outcome.reason
     assert keys.typed == ["typed "]
+
+
+class ReadsSomethingElse(ReadingCapture):
+    """The app shows other text than the completion before the caret (it pasted the
+    user's clipboard instead, say)."""
+
+    async def read_back(self, target: Target, app: AppSettings) -> str | None:
+        return self.prefix + "user clipboard"
+
+
+async def test_an_empty_field_that_shows_other_text_is_not_pasted_into_again() -> None:
+    """Every text ends with an empty prefix: a read-back that showed the user's clipboard
+    pasted into an empty field was taken for "nothing changed", and the completion was
+    pasted after it (Chromium, a fresh daemon's first press)."""
+    reading = ReadsSomethingElse("keyboard", prefix="", suffix="")
+    pipeline, _, keys, _, _ = build(keyboard=reading)
+    reading.keys = keys
+    await run(pipeline)
+    outcome = pipeline.history[-1]
+    assert (outcome.status, outcome.middle) == ("failed", "big ")
+    assert "not what the insertion should have made" in outcome.reason
+    assert keys.pasted == ["big "]
+
+
+async def test_an_empty_field_left_empty_is_pasted_into_once_more() -> None:
+    pipeline, _, keys, _, _ = build(keyboard=ReadingCapture("keyboard", prefix="", suffix=""))
+    reading = pipeline._strategies["keyboard"]
+    assert isinstance(reading, ReadingCapture)
+    reading.keys = keys
+    reading.dropped = 1
+    await run(pipeline)
+    assert pipeline.history[-1].status == "inserted"
+    assert keys.pasted == ["big ", "big "]
+
+
+async def test_a_paste_whose_app_read_the_restored_clipboard_is_never_sent_again() -> None:
+    """The app read the user's restored clipboard after the paste: what it inserted is
+    unsure, so a read-back that looks unchanged does not bring a second paste."""
+    pipeline, _, keys, clipboard, _ = build()
+    reading = pipeline._strategies["keyboard"]
+    assert isinstance(reading, ReadingCapture)
+    reading.lands = False
+
+    def read_now_and_again_late() -> None:
+        offer = clipboard.current_offer("clipboard")
+        assert offer is not None
+        offer.note_request()
+        offer.note_fetch()
+        keys.pasted.append(offer.snapshot.text() or "")
+
+        def read_again() -> None:
+            restored = clipboard.current_offer("clipboard")
+            if restored is not None:
+                restored.note_request()
+                restored.note_fetch()
+
+        asyncio.get_running_loop().call_later(0.07, read_again)
+
+    keys.on_paste = read_now_and_again_late
+    await run(pipeline)
+    outcome = pipeline.history[-1]
+    assert outcome.status == "failed", outcome
+    assert "may have pasted your clipboard" in outcome.reason
+    assert keys.pasted == ["big "]
