@@ -10,8 +10,10 @@ its own session, started with the desktop) is handed what the user should have i
 died right then: every format of the user's content, acknowledged before the take. The
 keeper watches the selections (XFixes): when one that the daemon's window owned loses its
 owner because the daemon's X connection closed, the keeper claims it with that content
-and serves it until somebody else copies; then it exits. An orderly exit works the same
-way (the daemon hands the keeper exactly what it serves, then closes).
+and serves it until somebody else copies; then it exits. At an orderly exit the daemon
+hands the keeper exactly what it serves and asks it to claim that at once (TAKE_OVER),
+before it closes: no moment without an owner, and no reliance on the keeper's record of
+who owns what.
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ import os
 import struct
 import subprocess
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anyfill.daemon.desktop.ports import ClipSnapshot, Value, Which
 from anyfill.daemon.waiting import first_set
+
+if TYPE_CHECKING:
+    from anyfill.daemon.x11.connection import XConnection
 
 log = logging.getLogger("anyfill.x11.keeper")
 
@@ -56,13 +61,20 @@ def encode(which: Which, snapshot: ClipSnapshot) -> bytes:
     return line + b"".join(blobs)
 
 
-async def decode(reader: asyncio.StreamReader) -> tuple[Which, ClipSnapshot] | None:
-    """The next message, or None at the end of the stream (also mid-message)."""
+TAKE_OVER = b'{"take_over": true}\n'
+"""The daemon's last message at an orderly exit: claim now what it still owns."""
+
+
+async def decode(reader: asyncio.StreamReader) -> tuple[Which, ClipSnapshot] | bool | None:
+    """The next message: content, True for TAKE_OVER, or None at the end of the stream
+    (also mid-message)."""
     try:
         line = await reader.readline()
         if not line.endswith(b"\n"):
             return None
         header = json.loads(line)
+        if header.get("take_over") is True:
+            return True
         items: dict[str, tuple[str, int, Value]] = {}
         for name, type_name, fmt, size in header["items"]:
             data = await reader.readexactly(size)
@@ -143,9 +155,27 @@ class Keeper:
                 return
             self._kept[which] = snapshot
 
+    async def take_over(self) -> bool:
+        """At an orderly exit, once handed what we serve: the keeper claims now each
+        selection we still own, so that nobody finds it without an owner between our end
+        and the keeper noticing it. True once it acknowledged."""
+        async with self._lock:
+            writer = self._writer
+            if not self._started or not self.alive or writer is None:
+                return False
+            try:
+                writer.write(TAKE_OVER)
+                await asyncio.wait_for(writer.drain(), ACK_TIMEOUT_S)
+                await self._ack(ACK_TIMEOUT_S)
+            except (OSError, TimeoutError, ConnectionError) as exc:
+                log.warning("the clipboard keeper did not take over (%s)", exc)
+                return False
+            return True
+
     async def close(self) -> None:
-        """At an orderly exit: the keeper takes over what it was handed once we close the
-        X connection, and exits by itself once nothing is left to keep."""
+        """At an orderly exit: the keeper keeps what it took over, or takes over what it
+        was handed once we close the X connection, and exits by itself once nothing is
+        left to keep."""
         self._abandon(kill=False)
 
     def _abandon(self, *, kill: bool) -> None:
@@ -168,75 +198,112 @@ class Keeper:
 # -- the keeper process ------------------------------------------------------------------
 
 
-async def serve(daemon_window: int) -> None:
-    from Xlib.ext import xfixes
+class _Keeping:
+    """The keeper's state: the daemon's selections, what the user should have in each,
+    and the claims made for them."""
 
-    from anyfill.daemon.x11.connection import XConnection
-    from anyfill.daemon.x11.selection import X11Clipboard
+    def __init__(self, conn: XConnection, daemon_window: int) -> None:
+        from anyfill.daemon.x11.selection import X11Clipboard
 
-    async with XConnection() as conn:
-        display = conn.display
-        display.xfixes_query_version()
-        clipboard = X11Clipboard(conn)
-        atoms = {conn.atom(name): which for which, name in SELECTIONS.items()}
-        content: dict[Which, ClipSnapshot] = {}
-        daemon_owns = {
-            which: int(getattr(display.get_selection_owner(atom), "id", 0)) == daemon_window
-            for atom, which in atoms.items()
-        }
-        claims: list[asyncio.Task[asyncio.Event | None]] = []
-        gone = asyncio.Event()
+        self.conn, self.daemon_window = conn, daemon_window
+        self.clipboard = X11Clipboard(conn)
+        self.atoms = {conn.atom(name): which for which, name in SELECTIONS.items()}
+        self.content: dict[Which, ClipSnapshot] = {}
+        self.daemon_owns = {which: self._daemon_owns(atom) for atom, which in self.atoms.items()}
+        self.claims: list[asyncio.Task[asyncio.Event | None]] = []
+        self.gone = asyncio.Event()
         """The daemon's X connection closed (or its window went)."""
 
-        def on_xfixes(event: Any) -> None:
-            which = atoms.get(event.selection)
-            if which is None:
-                return
-            if event.sub_code == xfixes.XFixesSetSelectionOwnerNotify:
-                daemon_owns[which] = int(getattr(event.owner, "id", event.owner)) == daemon_window
-                return
-            if daemon_owns[which]:
-                daemon_owns[which] = False
-                gone.set()
-                claims.append(asyncio.get_running_loop().create_task(claim(which)))
+    def _daemon_owns(self, atom: int) -> bool:
+        owner = self.conn.display.get_selection_owner(atom)
+        return int(getattr(owner, "id", 0)) == self.daemon_window
 
-        async def claim(which: Which) -> asyncio.Event | None:
-            snapshot = content.get(which)
-            if snapshot is None or snapshot.empty:
-                return None
-            offer = await clipboard.offer(which, snapshot)
-            log.info("anyfill ended while owning %s: the user's is back", SELECTIONS[which])
-            return offer.lost
+    def watch(self) -> None:
+        from Xlib.ext import xfixes
 
+        display = self.conn.display
+        display.xfixes_query_version()
         event_code, _ = display.extension_event.SetSelectionOwnerNotify
-        conn.on(event_code, on_xfixes)
+        self.conn.on(event_code, self._on_xfixes)
         mask = (
             xfixes.XFixesSetSelectionOwnerNotifyMask
             | xfixes.XFixesSelectionWindowDestroyNotifyMask
             | xfixes.XFixesSelectionClientCloseNotifyMask
         )
-        for atom in atoms:
-            display.xfixes_select_selection_input(conn.window, atom, mask)
-        conn.flush()
+        for atom in self.atoms:
+            display.xfixes_select_selection_input(self.conn.window, atom, mask)
+        self.conn.flush()
 
+    def _on_xfixes(self, event: Any) -> None:
+        from Xlib.ext import xfixes
+
+        which = self.atoms.get(event.selection)
+        if which is None:
+            return
+        if event.sub_code == xfixes.XFixesSetSelectionOwnerNotify:
+            owner = int(getattr(event.owner, "id", event.owner))
+            self.daemon_owns[which] = owner == self.daemon_window
+            return
+        if self.daemon_owns[which]:
+            self.daemon_owns[which] = False
+            self.gone.set()
+            self._claim_soon(which)
+
+    def take_over(self) -> None:
+        """Claim now what the daemon owns, as the server says (our record of its claims
+        may lag: their notices and its pipe are read apart)."""
+        for atom, which in self.atoms.items():
+            if self._daemon_owns(atom):
+                self.daemon_owns[which] = False  # the end of its connection claims no more
+                self._claim_soon(which)
+        self.conn.schedule_pump()
+
+    def _claim_soon(self, which: Which) -> None:
+        self.claims.append(asyncio.get_running_loop().create_task(self._claim(which)))
+
+    async def _claim(self, which: Which) -> asyncio.Event | None:
+        snapshot = self.content.get(which)
+        if snapshot is None or snapshot.empty:
+            return None
+        offer = await self.clipboard.offer(which, snapshot)
+        log.info("anyfill ended while owning %s: the user's is back", SELECTIONS[which])
+        return offer.lost
+
+    def still_owned(self) -> bool:
+        """Whether the daemon owned a selection we hold content for (its end is coming)."""
+        return any(
+            owns and not self.content.get(which, ClipSnapshot()).empty
+            for which, owns in self.daemon_owns.items()
+        )
+
+
+async def serve(daemon_window: int) -> None:
+    from anyfill.daemon.x11.connection import XConnection
+
+    async with XConnection() as conn:
+        keeping = _Keeping(conn, daemon_window)
+        keeping.watch()
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader()
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
         _acknowledge()
         while (message := await decode(reader)) is not None:
-            which, snapshot = message
-            content[which] = snapshot
+            if message is True:
+                keeping.take_over()
+                # Acknowledged once claimed: the daemon closes its connection after.
+                await asyncio.gather(*keeping.claims)
+            elif message is not False:
+                which, snapshot = message
+                keeping.content[which] = snapshot
             _acknowledge()
         # The daemon closed the pipe (exit or death): its X connection ends about now.
-        if any(
-            owns and not content.get(w, ClipSnapshot()).empty for w, owns in daemon_owns.items()
-        ):
+        if keeping.still_owned():
             try:
-                await asyncio.wait_for(gone.wait(), CLOSE_WAIT_S)
+                await asyncio.wait_for(keeping.gone.wait(), CLOSE_WAIT_S)
             except TimeoutError:
                 log.warning("anyfill's pipe closed but it still owns a selection")
                 return
-        for lost in await asyncio.gather(*claims):
+        for lost in await asyncio.gather(*keeping.claims):
             if lost is not None:
                 # Serve the user's content until somebody else copies (or X ends).
                 await first_set(lost, conn.lost)

@@ -265,21 +265,25 @@ class X11Clipboard:
         us. X drops a selection with its owner, so a clipboard manager saves it (ICCCM
         SAVE_TARGETS, all formats), or else the keeper process takes it over (all
         formats), or without one xclip / xsel keeps the text."""
+        kept = False
         for selection, state in list(self._owned.items()):
             name = self._conn.atom_name(selection)
             if name == "CLIPBOARD" and await self._save_to_manager():
                 log.info("the clipboard manager took over the clipboard")
                 continue
             if self._keeper is not None and self._keeper.alive:
-                # Exactly what we serve, every format: the keeper claims it as we close.
+                # Exactly what we serve, every format: the keeper claims it below.
                 await self._keeper.keep(
                     "clipboard" if name == "CLIPBOARD" else "primary", state.offer.snapshot
                 )
                 if self._keeper.alive:
+                    kept = True
                     continue
             text = state.offer.snapshot.text()
             if text is not None:
                 await _spawn_holder(name, text)
+        if kept and self._keeper is not None and not await self._keeper.take_over():
+            log.info("the clipboard keeper takes over as our X connection closes")
 
     async def _save_to_manager(self) -> bool:
         manager = self._conn.atom("CLIPBOARD_MANAGER")

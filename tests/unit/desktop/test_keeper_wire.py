@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from anyfill.daemon.desktop.ports import ClipSnapshot
-from anyfill.daemon.x11.keeper import decode, encode
+from anyfill.daemon.x11.keeper import TAKE_OVER, decode, encode
 
 
 def _reader(data: bytes) -> asyncio.StreamReader:
@@ -36,3 +36,12 @@ async def test_a_message_cut_short_is_no_message() -> None:
     whole = encode("clipboard", ClipSnapshot.from_text("x" * 10_000))
     for cut in (5, len(whole) // 2, len(whole) - 1):
         assert await decode(_reader(whole[:cut])) is None
+
+
+async def test_the_take_over_request_is_told_from_content() -> None:
+    snapshot = ClipSnapshot.from_text("the user's text")
+    reader = _reader(encode("clipboard", snapshot) + TAKE_OVER + TAKE_OVER[:-1])
+
+    assert await decode(reader) == ("clipboard", snapshot)
+    assert await decode(reader) is True
+    assert await decode(reader) is None  # cut short: no request
