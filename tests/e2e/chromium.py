@@ -61,9 +61,12 @@ for what it posted and its field has the focus."""
 
 
 @contextlib.contextmanager
-def page_windows(x: XSession, page: Path, name: str) -> Iterator[PageOpener]:
-    """Chromium app windows showing ``page``, each in a new profile, all posting their
-    state to one recorder; closed at the end."""
+def page_windows(
+    x: XSession, page: Path, name: str, *flags: str, env: dict[str, str] | None = None
+) -> Iterator[PageOpener]:
+    """Chromium app windows showing ``page``, each in a new profile with ``flags`` added
+    (and ``env`` added to the session's environment), all posting their state to one
+    recorder; closed at the end."""
     recorder = StateRecorder()
     processes: list[subprocess.Popen[bytes]] = []
     try:
@@ -74,11 +77,19 @@ def page_windows(x: XSession, page: Path, name: str) -> Iterator[PageOpener]:
             ) -> StateRecorder:
                 url = page_url(page, {**start, "report": server.url + "/state"})
                 profile = x.workdir / f"{name}-{len(processes)}"
-                processes.append(x.spawn(app_command(profile, url), f"{name}.log"))
+                command = app_command(profile, url, *flags)
+                processes.append(x.spawn(command, f"{name}.log", env={**x.env, **(env or {})}))
                 wid = x.find_window("chromium", within=60)
                 wait_until(lambda: loaded(recorder.state), 60, "the page to load")
                 x.focus(wid, exact=False)
-                wait_until(lambda: recorder.state.get("focused"), 10, "the page's field focus")
+                # The field is the page's active element from the start; keys reach it
+                # only once Chromium has the window's focus (under load the first key of
+                # a burst was lost before that: a page held "ello" for "hello").
+                wait_until(
+                    lambda: recorder.state.get("focused") and recorder.state.get("active"),
+                    10,
+                    "the page's field focus",
+                )
                 return recorder
 
             yield open_page

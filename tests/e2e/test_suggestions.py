@@ -27,7 +27,7 @@ from typing import Protocol
 
 import pytest
 
-from tests.e2e.chromium import CHROMIUM, SKIP_REASON, StateRecorder, app_command, page_url
+from tests.e2e.chromium import CHROMIUM, SKIP_REASON, page_windows
 from tests.e2e.harness import Daemon, QtTarget, XSession, daemon_config, wait_until
 from tests.e2e.test_accessibility import MISSING, a11y
 from tests.e2e.test_qt_target import USER_CLIP, answer_next, infill
@@ -435,46 +435,31 @@ def test_chromium_with_its_accessibility_on_shows_and_inserts_a_suggestion(
 
     responder, server = llama
     answer_next(responder, Reply(text=" world"))
-    recorder = StateRecorder()
-    with LoopbackServer.in_thread(recorder) as pages:
-        start = {"text": "", "caret": 0, "report": pages.url + "/state"}
-        profile = a11y.workdir / "chromium-suggest"
-        browser = a11y.spawn(
-            app_command(profile, page_url(PAGE, start), "--force-renderer-accessibility"),
-            "chromium-suggest.log",
-            env={**a11y.env, "ACCESSIBILITY_ENABLED": "1"},
-        )
+    accessible = page_windows(
+        a11y,
+        PAGE,
+        "chromium-suggest",
+        "--force-renderer-accessibility",
+        env={"ACCESSIBILITY_ENABLED": "1"},
+    )
+    with accessible as open_page:
+        page = open_page({"text": "", "caret": 0}, lambda state: "focused" in state)
+        a11y.set_clipboard(USER_CLIP)
+        asked, shown = len(infill(server)), painted(suggesting)
+        type_burst(a11y, "hello")
+        assert len(infill(server)) == asked
+        wait_ghost(a11y, suggesting, shown, within=15)
+        assert asked_since(server, asked) == ["hello"]
         try:
-            wid = a11y.find_window("chromium", within=60)
-            wait_until(lambda: "focused" in recorder.state, 60, "the page to load")
-            a11y.focus(wid, exact=False)
-            # The textarea is the page's active element from the start; keys reach it
-            # only once Chromium has taken the window's focus (under load the first key
-            # of the burst was lost before that: the page held "ello").
-            wait_until(
-                lambda: recorder.state.get("focused") and recorder.state.get("active"),
-                10,
-                "the textarea focus",
-            )
-            a11y.set_clipboard(USER_CLIP)
-            asked, shown = len(infill(server)), painted(suggesting)
-            type_burst(a11y, "hello")
-            assert len(infill(server)) == asked
-            wait_ghost(a11y, suggesting, shown, within=15)
-            assert asked_since(server, asked) == ["hello"]
-            try:
-                wait_until(lambda: recorder.state.get("text") == "hello", 10, "the typed text")
-            except TimeoutError:
-                raise AssertionError(f"the page shows {recorder.state}") from None
-            before = len(suggesting.outcomes())
-            a11y.key("Tab", clear=False)
-            outcome = suggesting.wait_outcome(before + 1, within=15)
-            assert outcome.status in ("inserted", "sent"), outcome
-            wait_until(lambda: recorder.state.get("text") == "hello world", 5, "the text")
-            assert a11y.get_clipboard() == USER_CLIP
-        finally:
-            os.killpg(browser.pid, signal.SIGTERM)
-            browser.wait(20)
+            wait_until(lambda: page.state.get("text") == "hello", 10, "the typed text")
+        except TimeoutError:
+            raise AssertionError(f"the page shows {page.state}") from None
+        before = len(suggesting.outcomes())
+        a11y.key("Tab", clear=False)
+        outcome = suggesting.wait_outcome(before + 1, within=15)
+        assert outcome.status in ("inserted", "sent"), outcome
+        wait_until(lambda: page.state.get("text") == "hello world", 5, "the text")
+        assert a11y.get_clipboard() == USER_CLIP
 
 
 def test_text_after_the_caret_puts_the_suggestion_in_a_capsule_below_it(
