@@ -449,17 +449,16 @@ class FrozenEditor:
         return offer.snapshot.text()
 
 
-class DrawnOnceThawed:
-    """A FrozenEditor's window as X DAMAGE shows it: nothing drawn while it is frozen;
-    once thawed (its queued keys handled) it draws, its caret's blink if nothing else."""
+class DrawnWhen:
+    """A window as X DAMAGE shows it: drawn once ``event`` is set."""
 
-    def __init__(self, editor: FrozenEditor) -> None:
-        self.editor = editor
+    def __init__(self, event: asyncio.Event) -> None:
+        self.event = event
         self.closed = False
 
     async def drawn(self, timeout_s: float) -> bool:
         try:
-            await asyncio.wait_for(self.editor.thawed.wait(), timeout_s)
+            await asyncio.wait_for(self.event.wait(), timeout_s)
         except TimeoutError:
             return False
         return True
@@ -475,10 +474,12 @@ class FrozenChromiumWindows(FakeWindows):
     def __init__(self, editor: FrozenEditor) -> None:
         super().__init__(CHROMIUM)
         self.editor = editor
-        self.watches: list[DrawnOnceThawed] = []
+        self.watches: list[DrawnWhen] = []
 
     async def watch_paints(self, window_id: int) -> Paints | None:
-        self.watches.append(DrawnOnceThawed(self.editor))
+        # Nothing drawn while frozen; once thawed (its queued keys handled) it draws,
+        # its caret's blink if nothing else.
+        self.watches.append(DrawnWhen(self.editor.thawed))
         return self.watches[-1]
 
 
@@ -643,21 +644,6 @@ class RendererWindows(FakeWindows):
 
     async def watch_paints(self, window_id: int) -> Paints | None:
         return DrawnWhen(self.app.drew)
-
-
-class DrawnWhen:
-    def __init__(self, event: asyncio.Event) -> None:
-        self.event = event
-
-    async def drawn(self, timeout_s: float) -> bool:
-        try:
-            await asyncio.wait_for(self.event.wait(), timeout_s)
-        except TimeoutError:
-            return False
-        return True
-
-    def close(self) -> None:
-        pass
 
 
 @pytest.mark.parametrize("relayed", [True, False])
