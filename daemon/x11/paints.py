@@ -12,6 +12,7 @@ import asyncio
 import logging
 from typing import Any
 
+from anyfill.daemon.waiting import first_set
 from anyfill.daemon.x11.connection import XConnection
 
 log = logging.getLogger("anyfill.x11.paints")
@@ -42,11 +43,7 @@ class X11Paints:
             self._drawn.set()
 
     async def drawn(self, timeout_s: float) -> bool:
-        try:
-            await asyncio.wait_for(self._drawn.wait(), timeout_s)
-        except TimeoutError:
-            return False
-        return True
+        return await first_set(self._drawn, timeout_s=timeout_s)
 
     def close(self) -> None:
         if self.damage == 0:

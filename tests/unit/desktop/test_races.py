@@ -20,6 +20,7 @@ from anyfill.daemon.desktop.inject.paste import paste
 from anyfill.daemon.desktop.pipeline import Pipeline
 from anyfill.daemon.desktop.ports import ClipSnapshot, Desktop, Paints, Target
 from anyfill.daemon.errors import SelectionAppeared
+from anyfill.daemon.waiting import first_set
 from tests.unit.desktop.fakes import (
     FakeClipboard,
     FakeCompleter,
@@ -457,11 +458,7 @@ class DrawnWhen:
         self.closed = False
 
     async def drawn(self, timeout_s: float) -> bool:
-        try:
-            await asyncio.wait_for(self.event.wait(), timeout_s)
-        except TimeoutError:
-            return False
-        return True
+        return await first_set(self.event, timeout_s=timeout_s)
 
     def close(self) -> None:
         self.closed = True
